@@ -1,0 +1,286 @@
+//! The operator's commands, as `main.rs` exposes them on the command line: practices, staff,
+//! tokens and demo data. Each returns what the command prints; `main.rs` does the printing.
+
+use chrono::{Duration as Days, NaiveDate};
+use rand::rngs::StdRng;
+use rand::seq::IndexedRandom;
+use rand::{RngExt, SeedableRng};
+use thiserror::Error;
+
+use crate::auth::{self, Role, password};
+use crate::graphql::parse_permissions;
+use crate::store::labels::LabelChange;
+use crate::store::patients::PatientFields;
+use crate::store::practices::Practice;
+use crate::store::tokens::{Token, TokenKind};
+use crate::store::users::{NewUser, User};
+use crate::store::{Store, StoreError};
+
+/// Why a command failed, in one line for the operator.
+#[derive(Debug, Error)]
+pub enum AdminError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+type AdminResult<T> = Result<T, AdminError>;
+
+fn invalid(message: impl Into<String>) -> AdminError {
+    AdminError::Invalid(message.into())
+}
+
+/// The practice named by `--practice`, or the default practice (made on first use).
+pub async fn practice(store: &Store, id: Option<&str>) -> AdminResult<Practice> {
+    match id {
+        None => Ok(store.default_practice().await?),
+        Some(id) => store
+            .find_practice(id)
+            .await?
+            .ok_or_else(|| invalid(format!("no practice with id {id}"))),
+    }
+}
+
+/// `practice create --name N`.
+pub async fn create_practice(store: &Store, name: &str) -> AdminResult<Practice> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > 200 {
+        return Err(invalid("--name must have 1 to 200 characters"));
+    }
+    Ok(store.create_practice(name).await?)
+}
+
+/// What `user create` needs.
+pub struct NewStaff<'a> {
+    pub email: &'a str,
+    pub first_name: &'a str,
+    pub last_name: &'a str,
+    pub role: &'a str,
+    pub is_doctor: bool,
+    pub password: &'a str,
+}
+
+/// `user create ...`: checks the input, hashes the password with Argon2id, adds the user.
+pub async fn create_user(store: &Store, practice_id: &str, new: NewStaff<'_>) -> AdminResult<User> {
+    let role: Role = new.role.parse().map_err(invalid)?;
+    let email = new.email.trim();
+    let well_formed = email
+        .split_once('@')
+        .is_some_and(|(l, d)| !l.is_empty() && d.contains('.') && !d.contains('@'))
+        && !email.chars().any(char::is_whitespace);
+    if !well_formed {
+        return Err(invalid(format!(
+            "--email {email:?} is not an email address"
+        )));
+    }
+    for (flag, value) in [
+        ("--first-name", new.first_name),
+        ("--last-name", new.last_name),
+    ] {
+        if value.trim().is_empty() || value.chars().count() > 200 {
+            return Err(invalid(format!("{flag} must have 1 to 200 characters")));
+        }
+    }
+    password::check_new_password(new.password).map_err(invalid)?;
+    let owned = new.password.to_string();
+    let hash = tokio::task::spawn_blocking(move || password::hash_password(&owned))
+        .await
+        .map_err(|e| invalid(e.to_string()))?
+        .map_err(invalid)?;
+    let user = store
+        .practice(practice_id)
+        .create_user(NewUser {
+            email,
+            password_hash: &hash,
+            title: None,
+            first_name: new.first_name.trim(),
+            last_name: new.last_name.trim(),
+            role: role.as_str(),
+            is_doctor: new.is_doctor,
+        })
+        .await
+        .map_err(|e| match e {
+            StoreError::Duplicate(message) => invalid(message),
+            other => other.into(),
+        })?;
+    Ok(user)
+}
+
+/// `token create ...`: returns the token and its secret.
+pub async fn create_token(
+    store: &Store,
+    practice_id: &str,
+    name: &str,
+    permissions: &[String],
+    expires_at: Option<&str>,
+) -> AdminResult<(Token, String)> {
+    let permissions = parse_permissions(permissions).map_err(invalid)?;
+    let expires_at = expires_at
+        .map(|text| {
+            chrono::DateTime::parse_from_rfc3339(text)
+                .map(|t| t.timestamp_millis())
+                .map_err(|_| {
+                    invalid(format!(
+                        "--expires-at {text:?} is not an RFC 3339 timestamp such as \
+                         2027-01-31T00:00:00Z"
+                    ))
+                })
+        })
+        .transpose()?;
+    auth::issue_api_token(store, practice_id, name, &permissions, expires_at)
+        .await?
+        .map_err(invalid)
+}
+
+/// `token list`.
+pub async fn list_tokens(store: &Store, practice_id: &str) -> AdminResult<Vec<Token>> {
+    Ok(store.practice(practice_id).list_api_tokens().await?)
+}
+
+/// `token revoke ID`.
+pub async fn revoke_token(store: &Store, id: &str) -> AdminResult<Token> {
+    let practice_id = store
+        .find_token_practice(id)
+        .await?
+        .ok_or_else(|| invalid(format!("no API token with id {id}")))?;
+    store
+        .practice(&practice_id)
+        .revoke_token(id, TokenKind::Api)
+        .await?
+        .ok_or_else(|| invalid(format!("no API token with id {id}")))
+}
+
+/// What `demo` made, for the operator.
+pub struct DemoSummary {
+    pub patients: usize,
+    pub labels: usize,
+    /// (email, role) of each staff user made; they share the password `DEMO_PASSWORD`.
+    pub staff: Vec<(String, String)>,
+}
+
+/// The password of the demo staff users.
+pub const DEMO_PASSWORD: &str = "demo-password";
+
+const FIRST_NAMES: &[&str] = &[
+    "Olivia", "Liam", "Emma", "Noah", "Amelia", "Oliver", "Ava", "Elijah", "Sophia", "Lucas",
+    "Isla", "Mateo", "Mia", "Leo", "Chloé", "Aarav", "Zoë", "Mohammed", "Freya", "Hiro", "Ingrid",
+    "José", "Fatima", "Sven", "Niamh", "Kofi", "Priya", "Tomás", "Yuki", "Eva",
+];
+const LAST_NAMES: &[&str] = &[
+    "Smith", "Jones", "Taylor", "Brown", "Williams", "Wilson", "Johnson", "Davies", "Patel",
+    "Robinson", "Wright", "Thompson", "Evans", "Walker", "White", "Roberts", "Green", "Hall",
+    "Müller", "García", "Nguyen", "O'Brien", "Kowalski", "Rossi", "Andersen", "Okafor", "Tanaka",
+    "Silva", "Dubois", "Jansen",
+];
+const CITIES: &[&str] = &[
+    "London",
+    "Manchester",
+    "Bristol",
+    "Leeds",
+    "Glasgow",
+    "Cardiff",
+    "Belfast",
+    "York",
+];
+const LABELS: &[(&str, &str)] = &[
+    ("VIP", "#f59e0b"),
+    ("New patient", "#10b981"),
+    ("Allergy", "#ef4444"),
+    ("Wheelchair access", "#3b82f6"),
+    ("Interpreter needed", "#8b5cf6"),
+    ("Overdue payment", "#6b7280"),
+];
+
+/// `demo [--patients N]`: fills a practice with realistic demo data: labels, staff and
+/// patients (deterministic, so that two runs make the same people with new ids).
+pub async fn demo(store: &Store, practice_id: &str, patients: usize) -> AdminResult<DemoSummary> {
+    let practice = store.practice(practice_id);
+    let mut label_ids = Vec::new();
+    for (title, color) in LABELS {
+        // A title taken by an earlier demo run is skipped.
+        if let LabelChange::Done(label) = practice.create_label(title, Some(color)).await? {
+            label_ids.push(label.id);
+        }
+    }
+    let mut staff = Vec::new();
+    let suffix = &practice_id[practice_id.len().saturating_sub(6)..];
+    for (first, last, role, doctor) in [
+        ("Ada", "Admin", "admin", false),
+        ("Grace", "Hopper", "practitioner", true),
+        ("Alan", "Turing", "practitioner", true),
+        ("Rosa", "Desk", "receptionist", false),
+    ] {
+        let email = format!(
+            "{}.{}@demo-{suffix}.example",
+            first.to_lowercase(),
+            last.to_lowercase()
+        );
+        let made = create_user(
+            store,
+            practice_id,
+            NewStaff {
+                email: &email,
+                first_name: first,
+                last_name: last,
+                role,
+                is_doctor: doctor,
+                password: DEMO_PASSWORD,
+            },
+        )
+        .await;
+        match made {
+            Ok(user) => staff.push((user.email, role.to_string())),
+            Err(AdminError::Invalid(_)) => {} // already made by an earlier demo run
+            Err(e) => return Err(e),
+        }
+    }
+    let mut rng = StdRng::seed_from_u64(20_261_122);
+    let born_after = NaiveDate::from_ymd_opt(1935, 1, 1).unwrap_or_default();
+    let mut fields = Vec::with_capacity(patients);
+    for i in 0..patients {
+        let first = *FIRST_NAMES.choose(&mut rng).unwrap_or(&"Alex");
+        let last = *LAST_NAMES.choose(&mut rng).unwrap_or(&"Doe");
+        let dob = born_after + Days::days(rng.random_range(0..32_000));
+        let email_name: String = format!("{first}.{last}{i}")
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '.')
+            .collect();
+        fields.push(PatientFields {
+            title: None,
+            first_name: first.to_string(),
+            last_name: last.to_string(),
+            email: Some(format!("{email_name}@example.com")),
+            dob: Some(dob.format("%Y-%m-%d").to_string()),
+            gender: None,
+            sex: Some(
+                if rng.random_range(0..2) == 0 {
+                    "female"
+                } else {
+                    "male"
+                }
+                .to_string(),
+            ),
+            address: Some(format!("{} High Street", rng.random_range(1..300))),
+            city: Some(CITIES.choose(&mut rng).unwrap_or(&"London").to_string()),
+            postcode: None,
+            country: Some("United Kingdom".into()),
+            phone_type: Some("mobile".into()),
+            phone_number: Some(format!("07700 9{:05}", rng.random_range(0..100_000))),
+            comments: None,
+        });
+    }
+    let ids = practice.import_patients(fields).await?;
+    // One patient in five gets a label.
+    for (i, id) in ids.iter().enumerate().filter(|(i, _)| i % 5 == 0) {
+        if let Some(label_id) = label_ids.get(i / 5 % label_ids.len().max(1)) {
+            practice.add_patient_label(id, label_id).await?;
+        }
+    }
+    Ok(DemoSummary {
+        patients: ids.len(),
+        labels: label_ids.len(),
+        staff,
+    })
+}

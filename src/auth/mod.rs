@@ -1,0 +1,237 @@
+//! Who is calling, and what they may do: tokens, passwords and permissions. Plain Rust over the
+//! store, with no HTTP and no GraphQL in here.
+
+pub mod password;
+pub mod permissions;
+pub mod secret;
+
+use std::time::Duration;
+
+use thiserror::Error;
+
+use crate::store::tokens::{NewToken, Token, TokenKind};
+use crate::store::users::User;
+use crate::store::{Store, StoreError, now_ms};
+pub use permissions::{Access, OperationKind, Permission, Permissions, Resource, Role};
+
+/// How often a token's `last_used_at` is written at most: once a minute is precise enough to
+/// tell a live token from a forgotten one, and spares a write on every request.
+const LAST_USED_PRECISION_MS: i64 = 60_000;
+
+/// Who made a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Actor {
+    /// A staff user, through a token from signIn.
+    User { id: String },
+    /// An API token.
+    Token { id: String, name: String },
+}
+
+/// An authenticated caller: its practice, who it is and what it may do.
+#[derive(Clone, Debug)]
+pub struct Principal {
+    pub practice_id: String,
+    pub actor: Actor,
+    pub permissions: Permissions,
+    /// The token the request came with.
+    pub token_id: String,
+}
+
+impl Principal {
+    /// The staff user behind a sign-in token; None for an API token.
+    pub fn user_id(&self) -> Option<&str> {
+        match &self.actor {
+            Actor::User { id } => Some(id),
+            Actor::Token { .. } => None,
+        }
+    }
+}
+
+/// Why a token was refused. The messages are for the caller.
+#[derive(Debug, Error)]
+pub enum AuthError {
+    #[error("This operation needs a token: send it in the x-token header")]
+    Missing,
+    #[error("The token in the x-token header is not valid")]
+    Invalid,
+    #[error("The token in the x-token header has expired: sign in again or make a new token")]
+    Expired,
+    #[error("The token in the x-token header has been revoked")]
+    Revoked,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Finds the caller behind a token secret, refusing unknown, expired and revoked tokens.
+/// Every call reads the database, so a token revoked by any instance is refused at once.
+pub async fn authenticate(store: &Store, secret: &str) -> Result<Principal, AuthError> {
+    let practice_id = secret::practice_of(secret).ok_or(AuthError::Invalid)?;
+    let practice = store.practice(practice_id);
+    let grant = practice
+        .find_token_by_secret(&secret::hash_secret(secret))
+        .await?
+        .ok_or(AuthError::Invalid)?;
+    let token = grant.token;
+    let now = now_ms();
+    if token.revoked_at.is_some() {
+        return Err(AuthError::Revoked);
+    }
+    if token.expires_at.is_some_and(|at| at <= now) {
+        return Err(AuthError::Expired);
+    }
+    let (actor, permissions) = if token.is_user_token() {
+        // The user's role decides, as it is now: a changed role applies at once.
+        let role: Role = grant
+            .user_role
+            .as_deref()
+            .and_then(|r| r.parse().ok())
+            .ok_or(AuthError::Invalid)?;
+        let id = token.user_id.clone().ok_or(AuthError::Invalid)?;
+        (Actor::User { id }, role.permissions())
+    } else {
+        // Stored lists were checked when the token was made; anything unreadable grants nothing.
+        let permissions = Permissions::new(
+            token
+                .permission_list()
+                .iter()
+                .filter_map(|p| p.parse().ok())
+                .collect(),
+        );
+        (
+            Actor::Token {
+                id: token.id.clone(),
+                name: token.name.clone(),
+            },
+            permissions,
+        )
+    };
+    if token
+        .last_used_at
+        .is_none_or(|at| now - at >= LAST_USED_PRECISION_MS)
+    {
+        let store = store.clone();
+        let (practice_id, token_id) = (practice_id.to_string(), token.id.clone());
+        tokio::spawn(async move {
+            if let Err(e) = store
+                .practice(&practice_id)
+                .touch_token(&token_id, now)
+                .await
+            {
+                tracing::warn!(error = %e, "could not record a token's last use");
+            }
+        });
+    }
+    Ok(Principal {
+        practice_id: practice_id.to_string(),
+        actor,
+        permissions,
+        token_id: token.id,
+    })
+}
+
+/// A successful sign-in.
+#[derive(Debug)]
+pub struct SignedIn {
+    /// The secret to send in `x-token`; shown once.
+    pub secret: String,
+    pub expires_at: i64,
+    pub user: User,
+}
+
+/// Why a sign-in failed.
+#[derive(Debug, Error)]
+pub enum SignInError {
+    /// Deliberately the same for an unknown email and a wrong password.
+    #[error("The email or password is incorrect")]
+    Incorrect,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("sign-in failed: {0}")]
+    Internal(String),
+}
+
+/// Checks a staff user's email and password and hands out a token valid for `ttl`.
+pub async fn sign_in(
+    store: &Store,
+    email: &str,
+    password: &str,
+    ttl: Duration,
+) -> Result<SignedIn, SignInError> {
+    let credentials = store.find_credentials(email.trim()).await?;
+    let password = password.to_string();
+    let (credentials, matches) = tokio::task::spawn_blocking(move || match credentials {
+        Some(c) => {
+            let matches = password::verify_password(&password, &c.password_hash);
+            (Some(c), matches)
+        }
+        None => {
+            password::verify_nothing(&password);
+            (None, false)
+        }
+    })
+    .await
+    .map_err(|e| SignInError::Internal(e.to_string()))?;
+    let credentials = match credentials {
+        Some(c) if matches => c,
+        _ => return Err(SignInError::Incorrect),
+    };
+    let expires_at = now_ms().saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX));
+    let made = secret::new_secret(&credentials.practice_id);
+    store
+        .practice(&credentials.practice_id)
+        .create_token(NewToken {
+            kind: TokenKind::User,
+            name: &format!("sign-in of {}", credentials.user.email),
+            secret_hash: &made.hash,
+            permissions: &[],
+            user_id: Some(&credentials.user.id),
+            expires_at: Some(expires_at),
+        })
+        .await?;
+    Ok(SignedIn {
+        secret: made.secret,
+        expires_at,
+        user: credentials.user,
+    })
+}
+
+/// Longest name of an API token.
+pub const MAX_TOKEN_NAME_CHARS: usize = 100;
+
+/// Makes an API token and returns it with its secret, which is shown this once. `name` must
+/// be 1 to 100 characters; `expires_at` (milliseconds) must be in the future.
+pub async fn issue_api_token(
+    store: &Store,
+    practice_id: &str,
+    name: &str,
+    permissions: &Permissions,
+    expires_at: Option<i64>,
+) -> Result<Result<(Token, String), String>, StoreError> {
+    let name = name.trim();
+    let chars = name.chars().count();
+    if chars == 0 || chars > MAX_TOKEN_NAME_CHARS {
+        return Ok(Err(format!(
+            "a token name must have 1 to {MAX_TOKEN_NAME_CHARS} characters, got {chars}"
+        )));
+    }
+    if permissions.iter().next().is_none() {
+        return Ok(Err("a token needs at least one permission".into()));
+    }
+    if expires_at.is_some_and(|at| at <= now_ms()) {
+        return Ok(Err("expiresAt must be in the future".into()));
+    }
+    let made = secret::new_secret(practice_id);
+    let list: Vec<String> = permissions.iter().map(ToString::to_string).collect();
+    let token = store
+        .practice(practice_id)
+        .create_token(NewToken {
+            kind: TokenKind::Api,
+            name,
+            secret_hash: &made.hash,
+            permissions: &list,
+            user_id: None,
+            expires_at,
+        })
+        .await?;
+    Ok(Ok((token, made.secret)))
+}

@@ -1,0 +1,104 @@
+//! One configuration, from command-line flags and `PRACTICE_*` environment variables.
+
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::store::PoolSettings;
+
+/// Where the database is; every command takes it.
+#[derive(Args, Clone, Debug)]
+pub struct DatabaseConfig {
+    /// Database URL: sqlite://FILE (created if missing) or postgres://USER@HOST/DB.
+    #[arg(
+        long = "database",
+        env = "PRACTICE_DATABASE_URL",
+        default_value = "sqlite://practice.db",
+        global = true
+    )]
+    pub url: String,
+
+    /// Most database connections the server keeps open.
+    #[arg(
+        long = "db-max-connections",
+        env = "PRACTICE_DB_MAX_CONNECTIONS",
+        default_value_t = 8,
+        global = true
+    )]
+    pub max_connections: u32,
+
+    /// How long a request waits for a free database connection before it fails with
+    /// SERVICE_UNAVAILABLE (e.g. 5s, 500ms).
+    #[arg(
+        long = "db-acquire-timeout",
+        env = "PRACTICE_DB_ACQUIRE_TIMEOUT",
+        default_value = "5s",
+        value_parser = parse_duration,
+        global = true
+    )]
+    pub acquire_timeout: Duration,
+}
+
+impl DatabaseConfig {
+    pub fn pool(&self) -> PoolSettings {
+        PoolSettings {
+            max_connections: self.max_connections.max(1),
+            acquire_timeout: self.acquire_timeout,
+        }
+    }
+}
+
+/// How the server runs.
+#[derive(Args, Clone, Debug)]
+pub struct ServeConfig {
+    /// Address to listen on.
+    #[arg(long, env = "PRACTICE_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: String,
+
+    /// How long a token from signIn is valid (e.g. 12h, 15m, 30s).
+    #[arg(
+        long,
+        env = "PRACTICE_USER_TOKEN_TTL",
+        default_value = "12h",
+        value_parser = parse_duration
+    )]
+    pub user_token_ttl: Duration,
+
+    /// Largest request body accepted, in bytes; larger requests get 413.
+    #[arg(long, env = "PRACTICE_MAX_BODY_BYTES", default_value_t = 1_048_576)]
+    pub max_body_bytes: usize,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            listen: "127.0.0.1:8080".into(),
+            user_token_ttl: Duration::from_secs(12 * 3600),
+            max_body_bytes: 1_048_576,
+        }
+    }
+}
+
+/// Parses a duration such as `12h`, `15m`, `30s`, `500ms`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let duration = humantime::parse_duration(text.trim())
+        .map_err(|e| format!("{text:?} is not a duration such as 12h, 15m or 30s: {e}"))?;
+    if duration.is_zero() {
+        return Err(format!("{text:?} must be longer than zero"));
+    }
+    Ok(duration)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_durations() {
+        assert_eq!(parse_duration("12h"), Ok(Duration::from_secs(43_200)));
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("15m"), Ok(Duration::from_secs(900)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("0s").is_err());
+    }
+}

@@ -1,0 +1,74 @@
+//! The errors the API returns, each with its `extensions.code`.
+
+use async_graphql::{Error, ErrorExtensions};
+
+use crate::auth::AuthError;
+use crate::store::StoreError;
+
+/// The fixed list of `extensions.code` values.
+pub mod code {
+    pub const UNAUTHENTICATED: &str = "UNAUTHENTICATED";
+    pub const FORBIDDEN: &str = "FORBIDDEN";
+    pub const BAD_USER_INPUT: &str = "BAD_USER_INPUT";
+    pub const GRAPHQL_PARSE_FAILED: &str = "GRAPHQL_PARSE_FAILED";
+    pub const GRAPHQL_VALIDATION_FAILED: &str = "GRAPHQL_VALIDATION_FAILED";
+    pub const BAD_REQUEST: &str = "BAD_REQUEST";
+    pub const SERVICE_UNAVAILABLE: &str = "SERVICE_UNAVAILABLE";
+    pub const INTERNAL_SERVER_ERROR: &str = "INTERNAL_SERVER_ERROR";
+}
+
+/// An error with a code.
+pub fn coded(code: &'static str, message: impl Into<String>) -> Error {
+    Error::new(message).extend_with(|_, ext| ext.set("code", code))
+}
+
+/// The caller lacks a permission; the message names it.
+pub fn forbidden(permission: impl std::fmt::Display) -> Error {
+    coded(code::FORBIDDEN, format!("Missing permission {permission}"))
+}
+
+/// An argument is invalid; the message says which and how.
+pub fn bad_input(message: impl Into<String>) -> Error {
+    coded(code::BAD_USER_INPUT, message)
+}
+
+/// The store failed. The details are logged (inside the request's span, which carries its id);
+/// the caller learns only that it was not their fault, and whether to retry.
+pub fn store_failed(err: StoreError) -> Error {
+    match err {
+        StoreError::Unavailable(detail) => {
+            tracing::warn!(%detail, "database unavailable");
+            coded(
+                code::SERVICE_UNAVAILABLE,
+                "The database is unavailable; try again shortly",
+            )
+        }
+        StoreError::Duplicate(message) => bad_input(message),
+        other => internal(other),
+    }
+}
+
+/// A bug or an unexpected failure: logged, and answered without details.
+pub fn internal(err: impl std::fmt::Display) -> Error {
+    tracing::error!(error = %err, "internal error");
+    coded(code::INTERNAL_SERVER_ERROR, "Internal server error")
+}
+
+/// A refused token.
+pub fn unauthenticated(err: AuthError) -> Error {
+    match err {
+        AuthError::Store(e) => store_failed(e),
+        other => coded(code::UNAUTHENTICATED, other.to_string()),
+    }
+}
+
+/// Shorthand for resolvers: `store_call().await.or_fail()?`.
+pub trait OrFail<T> {
+    fn or_fail(self) -> Result<T, Error>;
+}
+
+impl<T> OrFail<T> for Result<T, StoreError> {
+    fn or_fail(self) -> Result<T, Error> {
+        self.map_err(store_failed)
+    }
+}

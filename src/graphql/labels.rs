@@ -1,0 +1,159 @@
+//! Labels: the practice's catalogue of tags for patients.
+
+use async_graphql::{Context, ID, Object, Result, SimpleObject};
+
+use super::access::authorize;
+use super::error::{OrFail, bad_input};
+use super::input::{MAX_LINE_CHARS, optional_text, required_text};
+use super::pagination::{PageInfo, Pagination};
+use super::payload::ResponsePayload;
+use super::store;
+use crate::auth::OperationKind;
+use crate::store::labels::{self as stored, LabelChange};
+
+/// A label of the practice's catalogue, e.g. "VIP" or "Allergy", that can be put on
+/// patients with addPatientLabel.
+#[derive(SimpleObject)]
+pub struct Label {
+    /// The label's id: what addPatientLabel takes as labelReferenceId.
+    pub id: ID,
+    /// The label's title, unique within the practice.
+    pub title: Option<String>,
+    /// The label's colour: a CSS hex colour such as "#e11d48".
+    pub color: Option<String>,
+}
+
+impl From<stored::Label> for Label {
+    fn from(l: stored::Label) -> Self {
+        Label {
+            id: ID(l.id),
+            title: Some(l.title),
+            color: l.color,
+        }
+    }
+}
+
+/// A page of labels.
+#[derive(SimpleObject)]
+pub struct LabelData {
+    /// The labels on this page, by title.
+    pub data: Vec<Label>,
+    pub page_info: PageInfo,
+}
+
+/// Checks a colour: `#rgb` or `#rrggbb`.
+fn color(value: Option<String>) -> Result<Option<String>> {
+    let Some(value) = optional_text("color", value, 7)? else {
+        return Ok(None);
+    };
+    let hex = value.strip_prefix('#').unwrap_or("");
+    if !matches!(hex.len(), 3 | 6) || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(bad_input(format!(
+            "color must be a hex colour such as #e11d48 or #f00, got {value:?}"
+        )));
+    }
+    Ok(Some(value.to_lowercase()))
+}
+
+fn respond(id: &str, change: LabelChange) -> ResponsePayload<Label> {
+    match change {
+        LabelChange::Done(label) => ResponsePayload::ok(label.into()),
+        LabelChange::NotFound => ResponsePayload::refused(format!("No label with id {id}")),
+        LabelChange::TitleTaken(title) => {
+            ResponsePayload::refused(format!("A label titled \"{title}\" already exists"))
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct LabelQueries;
+
+#[Object]
+impl LabelQueries {
+    /// A page of the practice's labels, by title. Needs `labels:read`.
+    async fn labels(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "Which page; default page 1 of 25.")] pagination: Option<Pagination>,
+    ) -> Result<LabelData> {
+        let principal = authorize(ctx, OperationKind::Query)?;
+        let page = Pagination::request(pagination)?;
+        let result = store(ctx)
+            .practice(&principal.practice_id)
+            .list_labels(page)
+            .await
+            .or_fail()?;
+        Ok(LabelData {
+            page_info: PageInfo::of(page, &result),
+            data: result.items.into_iter().map(Label::from).collect(),
+        })
+    }
+}
+
+#[derive(Default)]
+pub struct LabelMutations;
+
+#[Object]
+impl LabelMutations {
+    /// Adds a label to the catalogue. Refused if another label has the title. Needs
+    /// `labels:write`.
+    async fn create_label(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The title, 1 to 200 characters, unique within the practice.")]
+        title: String,
+        #[graphql(desc = "A hex colour such as #e11d48.")] color: Option<String>,
+    ) -> Result<ResponsePayload<Label>> {
+        let principal = authorize(ctx, OperationKind::Mutation)?;
+        let title = required_text("title", title, MAX_LINE_CHARS)?;
+        let color = self::color(color)?;
+        let change = store(ctx)
+            .practice(&principal.practice_id)
+            .create_label(&title, color.as_deref())
+            .await
+            .or_fail()?;
+        Ok(respond("", change))
+    }
+
+    /// Changes a label's title or colour; the change shows on every patient with the label.
+    /// Needs `labels:write`.
+    async fn update_label(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The label's id.")] id: ID,
+        #[graphql(desc = "A new title; omitted leaves it.")] title: Option<String>,
+        #[graphql(desc = "A new colour; omitted leaves it.")] color: Option<String>,
+    ) -> Result<ResponsePayload<Label>> {
+        let principal = authorize(ctx, OperationKind::Mutation)?;
+        let title = match title {
+            Some(t) => Some(required_text("title", t, MAX_LINE_CHARS)?),
+            None => None,
+        };
+        let color = self::color(color)?;
+        let change = store(ctx)
+            .practice(&principal.practice_id)
+            .update_label(&id, title.as_deref(), color.as_deref())
+            .await
+            .or_fail()?;
+        Ok(respond(&id, change))
+    }
+
+    /// Removes a label from the catalogue and from every patient that has it. Needs
+    /// `labels:write`.
+    async fn delete_label(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The label's id.")] id: ID,
+    ) -> Result<ResponsePayload<Label>> {
+        let principal = authorize(ctx, OperationKind::Mutation)?;
+        let deleted = store(ctx)
+            .practice(&principal.practice_id)
+            .delete_label(&id)
+            .await
+            .or_fail()?;
+        Ok(respond(
+            &id,
+            deleted.map_or(LabelChange::NotFound, LabelChange::Done),
+        ))
+    }
+}

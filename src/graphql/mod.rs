@@ -1,0 +1,213 @@
+//! The GraphQL schema: one module per resource, merged into one query and one mutation root.
+//! Resolvers check permissions (see `access`) and call the store; they write no SQL.
+
+pub mod access;
+pub mod error;
+mod input;
+mod labels;
+mod options;
+mod pagination;
+mod patients;
+mod payload;
+pub mod scalars;
+mod tokens;
+mod users;
+
+use std::time::Duration;
+
+use async_graphql::dataloader::DataLoader;
+use async_graphql::parser::types::{
+    DocumentOperations, ExecutableDocument, OperationType, Selection,
+};
+use async_graphql::{Context, EmptySubscription, MergedObject, Schema};
+
+use crate::auth::{OperationKind, Principal};
+use crate::store::Store;
+pub use tokens::parse_permissions;
+
+/// Every query of the API.
+#[derive(MergedObject, Default)]
+pub struct Query(
+    patients::PatientQueries,
+    labels::LabelQueries,
+    users::UserQueries,
+    tokens::TokenQueries,
+);
+
+/// Every mutation of the API.
+#[derive(MergedObject, Default)]
+pub struct Mutation(
+    users::SessionMutations,
+    patients::PatientMutations,
+    labels::LabelMutations,
+    tokens::TokenMutations,
+);
+
+/// The schema type.
+pub type ApiSchema = Schema<Query, Mutation, EmptySubscription>;
+
+/// Settings the resolvers need.
+#[derive(Clone, Debug)]
+pub struct ApiSettings {
+    /// How long a token from signIn is valid.
+    pub user_token_ttl: Duration,
+}
+
+/// Builds the schema over a store.
+pub fn build_schema(store: Store, settings: ApiSettings) -> ApiSchema {
+    Schema::build(Query::default(), Mutation::default(), EmptySubscription)
+        .data(store)
+        .data(settings)
+        .finish()
+}
+
+/// The schema in SDL, as `practice-api schema` prints it and `schema.graphql` holds it.
+pub fn sdl() -> String {
+    Schema::build(Query::default(), Mutation::default(), EmptySubscription)
+        .finish()
+        .sdl()
+}
+
+/// The store, from a resolver's context.
+fn store<'c>(ctx: &Context<'c>) -> &'c Store {
+    ctx.data_unchecked::<Store>()
+}
+
+/// Adds what one request's resolvers need: the caller and the per-request batch loaders.
+pub fn for_caller(
+    request: async_graphql::Request,
+    store: &Store,
+    principal: Option<Principal>,
+) -> async_graphql::Request {
+    let Some(principal) = principal else {
+        return request;
+    };
+    let labels = DataLoader::new(
+        patients::PatientLabelsLoader {
+            store: store.clone(),
+            practice_id: principal.practice_id.clone(),
+        },
+        tokio::spawn,
+    );
+    request.data(principal).data(labels)
+}
+
+/// What the HTTP layer needs to know of a request's operation before running it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OperationShape {
+    pub kind: OperationKind,
+    /// True when every root field is signIn: the one operation that takes no token.
+    pub sign_in_only: bool,
+}
+
+/// Finds the operation a request would run. None when the document has no operation of that
+/// name (execution will report it).
+pub fn operation_shape(
+    doc: &ExecutableDocument,
+    operation_name: Option<&str>,
+) -> Option<OperationShape> {
+    let operation = match (&doc.operations, operation_name) {
+        (DocumentOperations::Single(op), _) => op,
+        (DocumentOperations::Multiple(ops), Some(name)) => ops.get(name)?,
+        (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => ops.values().next()?,
+        (DocumentOperations::Multiple(_), None) => return None,
+    };
+    let kind = match operation.node.ty {
+        OperationType::Query => OperationKind::Query,
+        OperationType::Mutation => OperationKind::Mutation,
+        OperationType::Subscription => OperationKind::Subscription,
+    };
+    let items = &operation.node.selection_set.node.items;
+    let sign_in_only = kind == OperationKind::Mutation
+        && !items.is_empty()
+        && items.iter().all(|item| match &item.node {
+            Selection::Field(field) => field.node.name.node == "signIn",
+            // Fragments could hide other fields: they need a token.
+            _ => false,
+        });
+    Some(OperationShape { kind, sign_in_only })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use async_graphql::parser::parse_query;
+    use async_graphql::parser::types::TypeKind;
+
+    fn shape(query: &str, name: Option<&str>) -> Option<OperationShape> {
+        operation_shape(&parse_query(query).expect("parses"), name)
+    }
+
+    #[test]
+    fn only_sign_in_goes_without_token() {
+        let s = shape(
+            "mutation { signIn(email: \"a\", password: \"b\") { token } }",
+            None,
+        );
+        assert_eq!(
+            s,
+            Some(OperationShape {
+                kind: OperationKind::Mutation,
+                sign_in_only: true
+            })
+        );
+        let mixed = shape(
+            "mutation { signIn(email: \"a\", password: \"b\") { token } signOut }",
+            None,
+        );
+        assert!(!mixed.expect("op").sign_in_only);
+        let query = shape("query { signIn }", None);
+        assert!(!query.expect("op").sign_in_only);
+        let fragment = shape("mutation { ...F } fragment F on Mutation { signOut }", None);
+        assert!(!fragment.expect("op").sign_in_only);
+    }
+
+    #[test]
+    fn picks_the_named_operation() {
+        let doc = "query A { patients { pageInfo { page } } } mutation B { signOut }";
+        assert_eq!(
+            shape(doc, Some("B")).expect("op").kind,
+            OperationKind::Mutation
+        );
+        assert_eq!(
+            shape(doc, Some("A")).expect("op").kind,
+            OperationKind::Query
+        );
+        assert_eq!(shape(doc, None), None);
+        assert_eq!(shape(doc, Some("C")), None);
+    }
+
+    /// Every root field has a guard in `access::OPERATIONS`, and every guard a root field.
+    #[test]
+    fn every_root_field_has_a_guard() {
+        let schema = build_schema_for_test();
+        let registry = schema.sdl();
+        let doc = async_graphql::parser::parse_schema(&registry).expect("sdl parses");
+        let mut roots = Vec::new();
+        for def in doc.definitions {
+            if let async_graphql::parser::types::TypeSystemDefinition::Type(t) = def {
+                let kind = match t.node.name.node.as_str() {
+                    "Query" => OperationKind::Query,
+                    "Mutation" => OperationKind::Mutation,
+                    _ => continue,
+                };
+                if let TypeKind::Object(object) = &t.node.kind {
+                    for field in &object.fields {
+                        roots.push((kind, field.node.name.node.to_string()));
+                    }
+                }
+            }
+        }
+        for (kind, name) in &roots {
+            assert!(
+                access::guard_of(*kind, name).is_some(),
+                "{name} has no guard"
+            );
+        }
+        assert_eq!(roots.len(), access::OPERATIONS.len(), "{roots:?}");
+    }
+
+    fn build_schema_for_test() -> ApiSchema {
+        Schema::build(Query::default(), Mutation::default(), EmptySubscription).finish()
+    }
+}

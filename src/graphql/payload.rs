@@ -1,0 +1,34 @@
+//! The `{ data, error }` envelope every mutation returns.
+
+use async_graphql::{OutputType, SimpleObject};
+
+use super::labels::Label;
+use super::patients::Patient;
+
+/// What a mutation returns: the record it affected, or a sentence saying why nothing changed.
+#[derive(SimpleObject)]
+#[graphql(concrete(name = "PatientResponsePayload", params(Patient)))]
+#[graphql(concrete(name = "LabelResponsePayload", params(Label)))]
+pub struct ResponsePayload<T: OutputType> {
+    /// The record affected; null when the mutation was refused.
+    pub data: Option<T>,
+    /// Why the mutation was refused (e.g. "The label \"VIP\" is already on this patient"), in a
+    /// sentence for a person; null on success. Nothing was changed when this is set.
+    pub error: Option<String>,
+}
+
+impl<T: OutputType> ResponsePayload<T> {
+    pub fn ok(data: T) -> Self {
+        ResponsePayload {
+            data: Some(data),
+            error: None,
+        }
+    }
+
+    pub fn refused(error: impl Into<String>) -> Self {
+        ResponsePayload {
+            data: None,
+            error: Some(error.into()),
+        }
+    }
+}

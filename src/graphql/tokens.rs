@@ -1,0 +1,160 @@
+//! Settings: API tokens.
+
+use async_graphql::{Context, ID, Object, Result, SimpleObject};
+
+use super::access::{authorize, check_operation_exists};
+use super::error::{OrFail, bad_input};
+use super::scalars::DateTime;
+use super::store;
+use crate::auth::{self, OperationKind, Permission, Permissions};
+use crate::store::tokens::{self as stored, TokenKind};
+
+/// An API token, for integrations where no one signs in. Its secret is shown once, when it
+/// is made; only a hash is kept.
+pub struct ApiToken(pub stored::Token);
+
+#[Object]
+impl ApiToken {
+    /// The token's id (not its secret): what revokeApiToken takes.
+    async fn id(&self) -> ID {
+        ID(self.0.id.clone())
+    }
+    /// A name saying what the token is for, e.g. "Booking widget".
+    async fn name(&self) -> &str {
+        &self.0.name
+    }
+    /// What the token may do, e.g. ["patients:read", "query:patient"].
+    async fn permissions(&self) -> Vec<String> {
+        self.0.permission_list()
+    }
+    async fn created_at(&self) -> DateTime {
+        DateTime::from_ms(self.0.created_at)
+    }
+    /// When the token was last used, to the minute; null if never.
+    async fn last_used_at(&self) -> Option<DateTime> {
+        DateTime::from_opt(self.0.last_used_at)
+    }
+    /// When the token stops working; null if never.
+    async fn expires_at(&self) -> Option<DateTime> {
+        DateTime::from_opt(self.0.expires_at)
+    }
+    /// True once the token has been revoked: it is refused from then on.
+    async fn revoked(&self) -> bool {
+        self.0.revoked_at.is_some()
+    }
+}
+
+/// What createApiToken and revokeApiToken return.
+#[derive(SimpleObject, Default)]
+pub struct ApiTokenPayload {
+    /// The token.
+    pub data: Option<ApiToken>,
+    /// The secret to send in the x-token header. Given once, by createApiToken; it cannot be
+    /// read again.
+    pub token: Option<String>,
+    /// Why the mutation was refused; null on success.
+    pub error: Option<String>,
+}
+
+/// Parses permission strings and checks that every operation they name exists.
+pub fn parse_permissions(list: &[String]) -> Result<Permissions, String> {
+    let permissions = Permissions::parse(list)?;
+    for p in permissions.iter() {
+        if let Permission::Operation(kind, name) = p {
+            check_operation_exists(*kind, name)?;
+        }
+    }
+    Ok(permissions)
+}
+
+#[derive(Default)]
+pub struct TokenQueries;
+
+#[Object]
+impl TokenQueries {
+    /// The practice's API tokens, newest first, revoked ones included. Needs `settings`.
+    async fn api_tokens(&self, ctx: &Context<'_>) -> Result<Vec<ApiToken>> {
+        let principal = authorize(ctx, OperationKind::Query)?;
+        let tokens = store(ctx)
+            .practice(&principal.practice_id)
+            .list_api_tokens()
+            .await
+            .or_fail()?;
+        Ok(tokens.into_iter().map(ApiToken).collect())
+    }
+}
+
+#[derive(Default)]
+pub struct TokenMutations;
+
+#[Object]
+impl TokenMutations {
+    /// Makes an API token and returns its secret, once, in `token`. A caller can grant only
+    /// permissions it holds itself. Needs `settings`.
+    async fn create_api_token(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "What the token is for, 1 to 100 characters.")] name: String,
+        #[graphql(
+            desc = "What the token may do: \"*\", \"settings\", \"patients:read\", \
+                          \"bookings:write\", \"query:patient\", ..."
+        )]
+        permissions: Vec<String>,
+        #[graphql(desc = "When the token stops working; never if omitted.")] expires_at: Option<
+            DateTime,
+        >,
+    ) -> Result<ApiTokenPayload> {
+        let principal = authorize(ctx, OperationKind::Mutation)?;
+        let permissions = parse_permissions(&permissions).map_err(bad_input)?;
+        if let Some(p) = permissions
+            .iter()
+            .find(|p| !principal.permissions.covers(p))
+        {
+            return Err(super::error::forbidden(format_args!(
+                "{p}: a token can only be given permissions its maker holds"
+            )));
+        }
+        let issued = auth::issue_api_token(
+            store(ctx),
+            &principal.practice_id,
+            &name,
+            &permissions,
+            expires_at.map(DateTime::ms),
+        )
+        .await
+        .or_fail()?;
+        match issued {
+            Ok((token, secret)) => Ok(ApiTokenPayload {
+                data: Some(ApiToken(token)),
+                token: Some(secret),
+                error: None,
+            }),
+            Err(reason) => Err(bad_input(reason)),
+        }
+    }
+
+    /// Revokes an API token: it is refused from its very next request, on every server.
+    /// Revoking a revoked token changes nothing. Needs `settings`.
+    async fn revoke_api_token(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The token's id (ApiToken.id), not its secret.")] id: ID,
+    ) -> Result<ApiTokenPayload> {
+        let principal = authorize(ctx, OperationKind::Mutation)?;
+        let revoked = store(ctx)
+            .practice(&principal.practice_id)
+            .revoke_token(&id, TokenKind::Api)
+            .await
+            .or_fail()?;
+        Ok(match revoked {
+            Some(token) => ApiTokenPayload {
+                data: Some(ApiToken(token)),
+                ..Default::default()
+            },
+            None => ApiTokenPayload {
+                error: Some(format!("No API token with id {}", id.as_str())),
+                ..Default::default()
+            },
+        })
+    }
+}

@@ -1,0 +1,200 @@
+//! Staff users, sign-in and the caller's own identity.
+
+use async_graphql::{Context, ID, Object, Result, SimpleObject};
+
+use super::access::authorize;
+use super::error::{OrFail, bad_input, internal, store_failed};
+use super::pagination::{PageInfo, Pagination};
+use super::scalars::DateTime;
+use super::{ApiSettings, store};
+use crate::auth::{self, OperationKind, SignInError};
+use crate::store::tokens::TokenKind;
+use crate::store::users as stored;
+
+/// A staff user of the practice: admin, practitioner or receptionist. Doctors are users with
+/// `isDoctor: true`.
+pub struct User(pub stored::User);
+
+#[Object]
+impl User {
+    /// The user's id.
+    async fn id(&self) -> ID {
+        ID(self.0.id.clone())
+    }
+    /// Form of address, e.g. "Dr".
+    async fn title(&self) -> Option<&str> {
+        self.0.title.as_deref()
+    }
+    async fn first_name(&self) -> &str {
+        &self.0.first_name
+    }
+    async fn last_name(&self) -> &str {
+        &self.0.last_name
+    }
+    /// First and last name.
+    async fn full_name(&self) -> String {
+        self.0.full_name()
+    }
+    /// The email the user signs in with, lower-cased.
+    async fn email(&self) -> &str {
+        &self.0.email
+    }
+    /// True for practitioners who see patients and can be booked.
+    async fn is_doctor(&self) -> bool {
+        self.0.is_doctor != 0
+    }
+    /// "admin" (everything), "practitioner" (patients, bookings and labels: read and write;
+    /// users: read) or "receptionist" (bookings: read and write; patients and labels: read;
+    /// users: read).
+    async fn role(&self) -> &str {
+        &self.0.role
+    }
+}
+
+/// A page of staff users.
+#[derive(SimpleObject)]
+pub struct UserData {
+    /// The users on this page, by last name then first name.
+    pub data: Vec<User>,
+    pub page_info: PageInfo,
+}
+
+/// The caller's practice.
+#[derive(SimpleObject)]
+pub struct Practice {
+    /// The practice's id.
+    pub id: ID,
+    /// The practice's name.
+    pub name: String,
+}
+
+/// What signIn returns: a token on success, or `error`.
+#[derive(SimpleObject, Default)]
+pub struct SignInPayload {
+    /// The token to send in the x-token header of later requests. Valid for 12 hours unless
+    /// the server is configured otherwise; see expiresAt.
+    pub token: Option<String>,
+    /// When the token stops working.
+    pub expires_at: Option<DateTime>,
+    /// The signed-in user.
+    pub user: Option<User>,
+    /// Why sign-in failed; the same sentence for an unknown email and a wrong password.
+    pub error: Option<String>,
+}
+
+#[derive(Default)]
+pub struct UserQueries;
+
+#[Object]
+impl UserQueries {
+    /// One staff user, by id; null if the practice has none with this id. Needs `users:read`.
+    async fn user(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The user's id.")] id: ID,
+    ) -> Result<Option<User>> {
+        let principal = authorize(ctx, OperationKind::Query)?;
+        let found = store(ctx)
+            .practice(&principal.practice_id)
+            .find_user(&id)
+            .await
+            .or_fail()?;
+        Ok(found.map(User))
+    }
+
+    /// A page of the practice's staff users. Needs `users:read`.
+    async fn users(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "Which page; default page 1 of 25.")] pagination: Option<Pagination>,
+    ) -> Result<UserData> {
+        let principal = authorize(ctx, OperationKind::Query)?;
+        let page = Pagination::request(pagination)?;
+        let result = store(ctx)
+            .practice(&principal.practice_id)
+            .list_users(page)
+            .await
+            .or_fail()?;
+        Ok(UserData {
+            page_info: PageInfo::of(page, &result),
+            data: result.items.into_iter().map(User).collect(),
+        })
+    }
+
+    /// The staff user behind a signIn token; null for an API token. Needs only a valid token.
+    async fn current_user(&self, ctx: &Context<'_>) -> Result<Option<User>> {
+        let principal = authorize(ctx, OperationKind::Query)?;
+        let Some(user_id) = principal.user_id() else {
+            return Ok(None);
+        };
+        let found = store(ctx)
+            .practice(&principal.practice_id)
+            .find_user(user_id)
+            .await
+            .or_fail()?;
+        Ok(found.map(User))
+    }
+
+    /// The caller's practice. Needs only a valid token.
+    async fn current_practice(&self, ctx: &Context<'_>) -> Result<Practice> {
+        let principal = authorize(ctx, OperationKind::Query)?;
+        let practice = store(ctx)
+            .find_practice(&principal.practice_id)
+            .await
+            .or_fail()?
+            .ok_or_else(|| internal("the caller's practice does not exist"))?;
+        Ok(Practice {
+            id: ID(practice.id),
+            name: practice.name,
+        })
+    }
+}
+
+#[derive(Default)]
+pub struct SessionMutations;
+
+#[Object]
+impl SessionMutations {
+    /// Signs a staff user in with email and password, and returns a short-lived token for the
+    /// x-token header. Send no x-token with this call. The user's role decides what the token
+    /// may do.
+    async fn sign_in(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The staff user's email.")] email: String,
+        #[graphql(desc = "The staff user's password.")] password: String,
+    ) -> Result<SignInPayload> {
+        let ttl = ctx.data_unchecked::<ApiSettings>().user_token_ttl;
+        match auth::sign_in(store(ctx), &email, &password, ttl).await {
+            Ok(signed_in) => Ok(SignInPayload {
+                token: Some(signed_in.secret),
+                expires_at: Some(DateTime::from_ms(signed_in.expires_at)),
+                user: Some(User(signed_in.user)),
+                error: None,
+            }),
+            Err(SignInError::Incorrect) => Ok(SignInPayload {
+                error: Some(SignInError::Incorrect.to_string()),
+                ..Default::default()
+            }),
+            Err(SignInError::Store(e)) => Err(store_failed(e)),
+            Err(e @ SignInError::Internal(_)) => Err(internal(e)),
+        }
+    }
+
+    /// Signs out: the calling signIn token stops working at once, on every server. Returns
+    /// true. An API token is revoked with revokeApiToken instead.
+    async fn sign_out(&self, ctx: &Context<'_>) -> Result<Option<bool>> {
+        let principal = authorize(ctx, OperationKind::Mutation)?;
+        if principal.user_id().is_none() {
+            return Err(bad_input(
+                "signOut ends a signed-in session; an API token is revoked with revokeApiToken",
+            ));
+        }
+        let revoked = store(ctx)
+            .practice(&principal.practice_id)
+            .revoke_token(&principal.token_id, TokenKind::User)
+            .await
+            .or_fail()?;
+        Ok(Some(revoked.is_some()))
+    }
+}

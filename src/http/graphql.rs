@@ -1,0 +1,448 @@
+//! GraphQL over HTTP, by the GraphQL-over-HTTP specification: our own thin handler around the
+//! schema, because async-graphql's axum integration does not negotiate
+//! `application/graphql-response+json`, set its status codes, refuse mutations over GET or
+//! refuse batches as the specification asks.
+//!
+//! - `POST /graphql` with `Content-Type: application/json` and a body
+//!   `{"query", "variables"?, "operationName"?, "extensions"?}`.
+//! - `GET /graphql?query=...&variables=...` for queries; a mutation over GET is 405.
+//! - The response is `application/json` unless the client's `Accept` prefers
+//!   `application/graphql-response+json`. With `application/json` every well-formed request
+//!   gets 200; with `application/graphql-response+json`, a request that could not run gets a
+//!   4xx (400 for parse and validation errors, 401 for a missing or refused token).
+//! - A JSON array (a batch) is refused with 400.
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+
+use super::AppState;
+use crate::auth::{self, AuthError, OperationKind};
+use crate::graphql::error::code;
+use crate::graphql::{self, operation_shape};
+
+/// The media types a GraphQL response can take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MediaType {
+    Json,
+    GraphqlResponseJson,
+}
+
+impl MediaType {
+    fn content_type(self) -> &'static str {
+        match self {
+            MediaType::Json => "application/json; charset=utf-8",
+            MediaType::GraphqlResponseJson => "application/graphql-response+json; charset=utf-8",
+        }
+    }
+
+    /// Chooses from the Accept header: the acceptable type with the highest q, preferring
+    /// `application/graphql-response+json` on a tie; `application/json` when there is no
+    /// header. None when neither is acceptable.
+    fn negotiate(headers: &HeaderMap) -> Option<MediaType> {
+        let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
+            return Some(MediaType::Json);
+        };
+        if accept.trim().is_empty() {
+            return Some(MediaType::Json);
+        }
+        let mut best: Option<(f32, MediaType)> = None;
+        for range in accept.split(',') {
+            let mut parts = range.split(';');
+            let essence = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+            let q = parts
+                .filter_map(|p| p.trim().strip_prefix("q="))
+                .find_map(|q| q.trim().parse::<f32>().ok())
+                .unwrap_or(1.0);
+            let media = match essence.as_str() {
+                "application/graphql-response+json" => MediaType::GraphqlResponseJson,
+                "application/json" | "application/*" | "*/*" => MediaType::Json,
+                _ => continue,
+            };
+            if q <= 0.0 {
+                continue;
+            }
+            let better = match best {
+                None => true,
+                Some((best_q, best_media)) => {
+                    q > best_q
+                        || (q == best_q
+                            && media == MediaType::GraphqlResponseJson
+                            && best_media == MediaType::Json)
+                }
+            };
+            if better {
+                best = Some((q, media));
+            }
+        }
+        best.map(|(_, media)| media)
+    }
+}
+
+/// A response body with its status.
+struct Reply {
+    status: StatusCode,
+    media: MediaType,
+    body: Value,
+}
+
+impl Reply {
+    /// A request that did not run: errors only, no `data` key.
+    fn request_error(media: MediaType, status: StatusCode, code: &str, message: &str) -> Reply {
+        Reply {
+            status,
+            media,
+            body: json!({ "errors": [{ "message": message, "extensions": { "code": code } }] }),
+        }
+    }
+
+    /// For errors that a `application/json` client must get as 200: the status applies only
+    /// under `application/graphql-response+json`.
+    fn graphql_error(media: MediaType, status: StatusCode, code: &str, message: &str) -> Reply {
+        let status = match media {
+            MediaType::Json => StatusCode::OK,
+            MediaType::GraphqlResponseJson => status,
+        };
+        Reply::request_error(media, status, code, message)
+    }
+}
+
+impl IntoResponse for Reply {
+    fn into_response(self) -> Response {
+        let body = serde_json::to_vec(&self.body).unwrap_or_default();
+        let mut response = Response::new(Body::from(body));
+        *response.status_mut() = self.status;
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(self.media.content_type()),
+        );
+        response
+    }
+}
+
+/// The parts of a GraphQL request, before they become an `async_graphql::Request`.
+struct Params {
+    query: String,
+    variables: Option<Map<String, Value>>,
+    operation_name: Option<String>,
+    extensions: Option<Map<String, Value>>,
+}
+
+impl Params {
+    /// Reads the parameters from a JSON object (a POST body, or GET parameters made into one).
+    fn from_object(object: Map<String, Value>) -> Result<Params, String> {
+        let query = match object.get("query") {
+            Some(Value::String(q)) => q.clone(),
+            Some(_) => return Err("\"query\" must be a string".into()),
+            None => return Err("the request has no \"query\"".into()),
+        };
+        let map = |key: &str| match object.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Object(m)) => Ok(Some(m.clone())),
+            Some(_) => Err(format!("\"{key}\" must be an object or null")),
+        };
+        let operation_name = match object.get("operationName") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(name)) => Some(name.clone()),
+            Some(_) => return Err("\"operationName\" must be a string or null".into()),
+        };
+        Ok(Params {
+            query,
+            variables: map("variables")?,
+            operation_name,
+            extensions: map("extensions")?,
+        })
+    }
+
+    /// Reads a POST body.
+    fn from_body(body: &[u8]) -> Result<Params, String> {
+        let value: Value = serde_json::from_slice(body)
+            .map_err(|e| format!("the request body is not valid JSON: {e}"))?;
+        match value {
+            Value::Object(object) => Params::from_object(object),
+            Value::Array(_) => Err("batched requests (a JSON array) are not supported: send \
+                                    one operation per request"
+                .into()),
+            _ => Err("the request body must be a JSON object with a \"query\"".into()),
+        }
+    }
+
+    /// Reads GET parameters; `variables` and `extensions` are JSON text.
+    fn from_query_string(raw: &str) -> Result<Params, String> {
+        let mut object = Map::new();
+        for (key, value) in form_urlencoded::parse(raw.as_bytes()) {
+            let value = match key.as_ref() {
+                "variables" | "extensions" => serde_json::from_str(&value)
+                    .map_err(|e| format!("the \"{key}\" parameter is not valid JSON: {e}"))?,
+                _ => Value::String(value.into_owned()),
+            };
+            object.insert(key.into_owned(), value);
+        }
+        Params::from_object(object)
+    }
+
+    fn into_request(self) -> async_graphql::Request {
+        let mut request = async_graphql::Request::new(self.query);
+        if let Some(variables) = self.variables {
+            request = request.variables(async_graphql::Variables::from_json(Value::Object(
+                variables,
+            )));
+        }
+        if let Some(name) = self.operation_name {
+            request = request.operation_name(name);
+        }
+        if let Some(extensions) = self.extensions {
+            for (key, value) in extensions {
+                if let Ok(value) = async_graphql::Value::from_json(value) {
+                    request.extensions.insert(key, value);
+                }
+            }
+        }
+        request
+    }
+}
+
+/// Is the request body JSON? (`application/json`, any parameters.)
+fn is_json_content(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// `GET` and `POST /graphql`.
+pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let Some(media) = MediaType::negotiate(&parts.headers) else {
+        return Reply::request_error(
+            MediaType::Json,
+            StatusCode::NOT_ACCEPTABLE,
+            code::BAD_REQUEST,
+            "the Accept header must allow application/graphql-response+json or application/json",
+        )
+        .into_response();
+    };
+    let bad_request = |message: &str| {
+        Reply::request_error(media, StatusCode::BAD_REQUEST, code::BAD_REQUEST, message)
+            .into_response()
+    };
+    let params = if parts.method == Method::GET {
+        let raw = parts.uri.query().unwrap_or("");
+        if raw.is_empty() && super::graphiql::wants_html(&parts.headers) {
+            return super::graphiql::page().into_response();
+        }
+        Params::from_query_string(raw)
+    } else {
+        if !is_json_content(&parts.headers) {
+            return Reply::request_error(
+                media,
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                code::BAD_REQUEST,
+                "send the request with Content-Type: application/json",
+            )
+            .into_response();
+        }
+        let body: Bytes = match axum::body::to_bytes(body, app.max_body_bytes).await {
+            Ok(bytes) => bytes,
+            Err(_) => {
+                return Reply::request_error(
+                    media,
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    code::BAD_REQUEST,
+                    &format!(
+                        "the request body is larger than the limit of {} bytes",
+                        app.max_body_bytes
+                    ),
+                )
+                .into_response();
+            }
+        };
+        Params::from_body(&body)
+    };
+    let params = match params {
+        Ok(params) => params,
+        Err(message) => return bad_request(&message),
+    };
+    let mut request = params.into_request();
+
+    let operation_name = request.operation_name.clone();
+    let shape = match request.parsed_query() {
+        Ok(doc) => operation_shape(doc, operation_name.as_deref()),
+        Err(err) => {
+            return Reply::graphql_error(
+                media,
+                StatusCode::BAD_REQUEST,
+                code::GRAPHQL_PARSE_FAILED,
+                &err.message,
+            )
+            .into_response();
+        }
+    };
+    if parts.method == Method::GET && shape.is_some_and(|s| s.kind != OperationKind::Query) {
+        let mut response = Reply::request_error(
+            media,
+            StatusCode::METHOD_NOT_ALLOWED,
+            code::BAD_REQUEST,
+            "only queries can be sent with GET: send mutations with POST",
+        )
+        .into_response();
+        response
+            .headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("POST"));
+        return response;
+    }
+
+    // Every operation but signIn needs a valid token, introspection included.
+    let principal = if shape.is_some_and(|s| s.sign_in_only) {
+        None
+    } else {
+        let token = parts
+            .headers
+            .get("x-token")
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|t| !t.is_empty());
+        let result = match token {
+            None => Err(AuthError::Missing),
+            Some(token) => auth::authenticate(&app.store, token).await,
+        };
+        match result {
+            Ok(principal) => Some(principal),
+            Err(AuthError::Store(err)) => {
+                tracing::warn!(error = %err, "could not check a token");
+                return Reply::request_error(
+                    media,
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    code::SERVICE_UNAVAILABLE,
+                    "The database is unavailable; try again shortly",
+                )
+                .into_response();
+            }
+            Err(err) => {
+                return Reply::graphql_error(
+                    media,
+                    StatusCode::UNAUTHORIZED,
+                    code::UNAUTHENTICATED,
+                    &err.to_string(),
+                )
+                .into_response();
+            }
+        }
+    };
+
+    let request = graphql::for_caller(request, &app.store, principal);
+    let response = app.schema.execute(request).await;
+    finish(media, response).into_response()
+}
+
+/// Turns an executed response into a reply: every error gets a code, and a response that did
+/// not run (validation failed) has no `data` and, under graphql-response+json, status 400.
+fn finish(media: MediaType, response: async_graphql::Response) -> Reply {
+    let ran = !(response.data == async_graphql::Value::Null
+        && !response.errors.is_empty()
+        && response.errors.iter().all(|e| e.path.is_empty()));
+    let mut body = Map::new();
+    if ran {
+        body.insert(
+            "data".into(),
+            response.data.into_json().unwrap_or(Value::Null),
+        );
+    }
+    if !response.errors.is_empty() {
+        let errors = response
+            .errors
+            .into_iter()
+            .map(|err| {
+                let mut value = serde_json::to_value(&err).unwrap_or_else(|_| json!({}));
+                let has_code = err
+                    .extensions
+                    .as_ref()
+                    .is_some_and(|ext| ext.get("code").is_some());
+                if !has_code {
+                    let code = if ran {
+                        code::BAD_USER_INPUT
+                    } else {
+                        code::GRAPHQL_VALIDATION_FAILED
+                    };
+                    value["extensions"]["code"] = json!(code);
+                }
+                value
+            })
+            .collect();
+        body.insert("errors".into(), Value::Array(errors));
+    }
+    if !response.extensions.is_empty() {
+        body.insert(
+            "extensions".into(),
+            serde_json::to_value(&response.extensions).unwrap_or(Value::Null),
+        );
+    }
+    let status = if ran || media == MediaType::Json {
+        StatusCode::OK
+    } else {
+        StatusCode::BAD_REQUEST
+    };
+    Reply {
+        status,
+        media,
+        body: Value::Object(body),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn negotiate(accept: Option<&str>) -> Option<MediaType> {
+        let mut headers = HeaderMap::new();
+        if let Some(a) = accept {
+            headers.insert(header::ACCEPT, HeaderValue::from_str(a).expect("header"));
+        }
+        MediaType::negotiate(&headers)
+    }
+
+    #[test]
+    fn negotiates_the_response_type() {
+        use MediaType::*;
+        assert_eq!(negotiate(None), Some(Json));
+        assert_eq!(negotiate(Some("*/*")), Some(Json));
+        assert_eq!(negotiate(Some("application/json")), Some(Json));
+        assert_eq!(
+            negotiate(Some(
+                "application/graphql-response+json, application/json;q=0.9"
+            )),
+            Some(GraphqlResponseJson)
+        );
+        assert_eq!(
+            negotiate(Some("application/json, application/graphql-response+json")),
+            Some(GraphqlResponseJson)
+        );
+        assert_eq!(
+            negotiate(Some(
+                "application/graphql-response+json;q=0.5, application/json"
+            )),
+            Some(Json)
+        );
+        assert_eq!(negotiate(Some("text/html")), None);
+    }
+
+    #[test]
+    fn reads_request_parameters() {
+        let p = Params::from_body(br#"{"query":"{ a }","variables":{"x":1},"operationName":null}"#)
+            .expect("valid");
+        assert_eq!(p.query, "{ a }");
+        assert!(p.variables.is_some());
+        assert!(Params::from_body(b"[]").is_err());
+        assert!(Params::from_body(b"{").is_err());
+        assert!(Params::from_body(br#"{"query":1}"#).is_err());
+        assert!(Params::from_body(br#"{"query":"{a}","variables":"x"}"#).is_err());
+        assert!(Params::from_body(br#"{"variables":{}}"#).is_err());
+        let g = Params::from_query_string("query=%7B+a+%7D&variables=%7B%22x%22%3A1%7D")
+            .expect("valid");
+        assert_eq!(g.query, "{ a }");
+        assert!(Params::from_query_string("query=x&variables=%7B").is_err());
+    }
+}

@@ -1,0 +1,344 @@
+//! The `practice-api` command line: parse, then call the library.
+
+use std::io::Read;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use practice_api::admin::{self, NewStaff};
+use practice_api::config::{DatabaseConfig, ServeConfig};
+use practice_api::http::{self, AppState};
+use practice_api::store::{Store, redact_url};
+use practice_api::{graphql, store};
+use tracing_subscriber::EnvFilter;
+
+/// practice-api: a GraphQL API for clinic practice management.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(flatten)]
+    database: DatabaseConfig,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs the API server.
+    Serve(ServeConfig),
+    /// Manages practices (clinics).
+    #[command(subcommand)]
+    Practice(PracticeCommand),
+    /// Manages staff users.
+    #[command(subcommand)]
+    User(UserCommand),
+    /// Manages API tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Fills the database with realistic demo data.
+    Demo {
+        /// How many patients to make.
+        #[arg(long, default_value_t = 200)]
+        patients: usize,
+        /// The practice to fill; the default practice if omitted.
+        #[arg(long)]
+        practice: Option<String>,
+    },
+    /// Prints the GraphQL schema in SDL.
+    Schema,
+    /// Applies pending database migrations and exits.
+    Migrate,
+}
+
+#[derive(Subcommand)]
+enum PracticeCommand {
+    /// Adds a practice; prints its id on the last line.
+    Create {
+        #[arg(long)]
+        name: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum UserCommand {
+    /// Adds a staff user. The password is read from stdin (--password-stdin) or from
+    /// PRACTICE_PASSWORD, never from an argument.
+    Create {
+        #[arg(long)]
+        email: String,
+        #[arg(long)]
+        first_name: String,
+        #[arg(long)]
+        last_name: String,
+        /// admin, practitioner or receptionist.
+        #[arg(long)]
+        role: String,
+        /// The user is a doctor who can be booked.
+        #[arg(long)]
+        doctor: bool,
+        /// Read the password from standard input.
+        #[arg(long)]
+        password_stdin: bool,
+        #[arg(long)]
+        practice: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Makes an API token; prints its secret alone on the last line.
+    Create {
+        #[arg(long)]
+        name: String,
+        /// A permission: *, settings, patients:read, bookings:write, query:patient, ...
+        /// Repeat for more.
+        #[arg(long = "permission", required = true)]
+        permissions: Vec<String>,
+        /// When the token stops working (RFC 3339, e.g. 2027-01-31T00:00:00Z).
+        #[arg(long)]
+        expires_at: Option<String>,
+        #[arg(long)]
+        practice: Option<String>,
+    },
+    /// Lists API tokens, one a line: id, name, permissions, created, last used, expiry,
+    /// revoked.
+    List {
+        #[arg(long)]
+        practice: Option<String>,
+    },
+    /// Revokes a token at once.
+    Revoke {
+        /// The token's id (not its secret).
+        id: String,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            EnvFilter::try_from_env("PRACTICE_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), String> {
+    if let Command::Schema = cli.command {
+        // Needs no database.
+        return print_schema();
+    }
+    let url = &cli.database.url;
+    let store = Store::open(url, &cli.database.pool())
+        .await
+        .map_err(|e| format!("{} ({})", e, redact_url(url)))?;
+    let result = command(cli.command, &store).await;
+    store.close().await;
+    result
+}
+
+async fn command(command: Command, store: &Store) -> Result<(), String> {
+    let fail = |e: admin::AdminError| e.to_string();
+    match command {
+        Command::Schema => print_schema(),
+        Command::Migrate => {
+            eprintln!("migrations applied");
+            Ok(())
+        }
+        Command::Serve(config) => serve(store.clone(), config).await,
+        Command::Practice(PracticeCommand::Create { name }) => {
+            let practice = admin::create_practice(store, &name).await.map_err(fail)?;
+            eprintln!("created practice {:?}", practice.name);
+            println!("{}", practice.id);
+            Ok(())
+        }
+        Command::User(UserCommand::Create {
+            email,
+            first_name,
+            last_name,
+            role,
+            doctor,
+            password_stdin,
+            practice,
+        }) => {
+            let password = read_password(password_stdin)?;
+            let practice = admin::practice(store, practice.as_deref())
+                .await
+                .map_err(fail)?;
+            let user = admin::create_user(
+                store,
+                &practice.id,
+                NewStaff {
+                    email: &email,
+                    first_name: &first_name,
+                    last_name: &last_name,
+                    role: &role,
+                    is_doctor: doctor,
+                    password: &password,
+                },
+            )
+            .await
+            .map_err(fail)?;
+            eprintln!(
+                "created {} {} in practice {:?}",
+                user.role, user.email, practice.name
+            );
+            println!("{}", user.id);
+            Ok(())
+        }
+        Command::Token(TokenCommand::Create {
+            name,
+            permissions,
+            expires_at,
+            practice,
+        }) => {
+            let practice = admin::practice(store, practice.as_deref())
+                .await
+                .map_err(fail)?;
+            let (token, secret) = admin::create_token(
+                store,
+                &practice.id,
+                &name,
+                &permissions,
+                expires_at.as_deref(),
+            )
+            .await
+            .map_err(fail)?;
+            eprintln!(
+                "created token {} ({}) in practice {:?}; the secret below is shown once",
+                token.id, token.name, practice.name
+            );
+            println!("{secret}");
+            Ok(())
+        }
+        Command::Token(TokenCommand::List { practice }) => {
+            let practice = admin::practice(store, practice.as_deref())
+                .await
+                .map_err(fail)?;
+            let tokens = admin::list_tokens(store, &practice.id)
+                .await
+                .map_err(fail)?;
+            let time = |ms: Option<i64>| {
+                ms.map(|ms| graphql::scalars::DateTime::from_ms(ms).0.to_rfc3339())
+                    .unwrap_or_else(|| "-".into())
+            };
+            for t in tokens {
+                println!(
+                    "{}\t{}\t{}\tcreated {}\tlast used {}\texpires {}\t{}",
+                    t.id,
+                    t.name,
+                    t.permission_list().join(","),
+                    time(Some(t.created_at)),
+                    time(t.last_used_at),
+                    time(t.expires_at),
+                    if t.revoked_at.is_some() {
+                        "revoked"
+                    } else {
+                        "active"
+                    },
+                );
+            }
+            Ok(())
+        }
+        Command::Token(TokenCommand::Revoke { id }) => {
+            let token = admin::revoke_token(store, &id).await.map_err(fail)?;
+            eprintln!("revoked token {} ({})", token.id, token.name);
+            Ok(())
+        }
+        Command::Demo { patients, practice } => {
+            let practice = admin::practice(store, practice.as_deref())
+                .await
+                .map_err(fail)?;
+            eprintln!(
+                "making {patients} demo patients in practice {:?}…",
+                practice.name
+            );
+            let summary = admin::demo(store, &practice.id, patients)
+                .await
+                .map_err(fail)?;
+            eprintln!(
+                "made {} patients and {} labels; staff (password {:?}):",
+                summary.patients,
+                summary.labels,
+                admin::DEMO_PASSWORD
+            );
+            for (email, role) in summary.staff {
+                eprintln!("  {email} ({role})");
+            }
+            Ok(())
+        }
+    }
+}
+
+fn print_schema() -> Result<(), String> {
+    print!("{}", graphql::sdl());
+    Ok(())
+}
+
+/// The password for `user create`: from stdin with --password-stdin, else PRACTICE_PASSWORD.
+fn read_password(from_stdin: bool) -> Result<String, String> {
+    if from_stdin {
+        let mut text = String::new();
+        std::io::stdin()
+            .take(4096)
+            .read_to_string(&mut text)
+            .map_err(|e| format!("cannot read the password from stdin: {e}"))?;
+        let password = text.strip_suffix('\n').unwrap_or(&text);
+        let password = password.strip_suffix('\r').unwrap_or(password);
+        return Ok(password.to_string());
+    }
+    std::env::var("PRACTICE_PASSWORD").map_err(|_| {
+        "give the password on stdin with --password-stdin, or in PRACTICE_PASSWORD".into()
+    })
+}
+
+async fn serve(store: store::Store, config: ServeConfig) -> Result<(), String> {
+    let listener = tokio::net::TcpListener::bind(&config.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    let address = listener
+        .local_addr()
+        .map_err(|e| format!("cannot read the listening address: {e}"))?;
+    eprintln!("practice-api listening on http://{address}/graphql");
+    let state = AppState::new(store, &config);
+    http::serve(listener, state, shutdown_signal())
+        .await
+        .map_err(|e| format!("server error: {e}"))?;
+    eprintln!("practice-api stopped");
+    Ok(())
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}

@@ -1,0 +1,47 @@
+use thiserror::Error;
+
+/// What can go wrong in the store. Business outcomes (a label already on a patient, a record
+/// not found) are not errors: the resource modules return them as values.
+#[derive(Debug, Error)]
+pub enum StoreError {
+    /// The database URL or its settings are wrong; the operator must fix them.
+    #[error("{0}")]
+    Config(String),
+    /// The database cannot be reached or is overloaded; the request may succeed later.
+    #[error("the database is unavailable: {0}")]
+    Unavailable(String),
+    /// A unique key already holds this value (e.g. a staff email in use).
+    #[error("{0}")]
+    Duplicate(String),
+    /// Anything else: a bug or a corrupt database. Logged, never shown to clients.
+    #[error("database error: {0}")]
+    Internal(#[source] sqlx::Error),
+}
+
+impl StoreError {
+    /// For errors while connecting: anything that is not a configuration problem means the
+    /// database could not be reached.
+    pub(super) fn from_connect(err: sqlx::Error) -> StoreError {
+        match err {
+            sqlx::Error::Configuration(e) => StoreError::Config(e.to_string()),
+            other => StoreError::Unavailable(other.to_string()),
+        }
+    }
+
+    /// True when the database refused a row because a unique index already holds its key.
+    pub(super) fn is_unique_violation(err: &sqlx::Error) -> bool {
+        matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
+    }
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(err: sqlx::Error) -> Self {
+        match err {
+            sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_) => StoreError::Unavailable(err.to_string()),
+            other => StoreError::Internal(other),
+        }
+    }
+}

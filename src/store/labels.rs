@@ -1,0 +1,125 @@
+//! Labels: a practice's catalogue of tags (e.g. "VIP", "Allergy") that can be put on patients.
+
+use sqlx::FromRow;
+
+use super::{Page, PageRequest, PracticeStore, StoreError, StoreResult, new_id, now_ms};
+
+/// A label of the practice's catalogue.
+#[derive(Clone, Debug, FromRow)]
+pub struct Label {
+    pub id: String,
+    pub title: String,
+    pub color: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// The outcome of a change to the catalogue that can be refused.
+#[derive(Debug)]
+pub enum LabelChange {
+    Done(Label),
+    NotFound,
+    /// Another label already has this title.
+    TitleTaken(String),
+}
+
+const LABEL_COLUMNS: &str = "id, title, color, created_at, updated_at";
+
+impl PracticeStore<'_> {
+    /// A page of labels, by title.
+    pub async fn list_labels(&self, page: PageRequest) -> StoreResult<Page<Label>> {
+        let sql = format!(
+            "SELECT {LABEL_COLUMNS} FROM labels WHERE practice_id = $1 \
+             ORDER BY title, id LIMIT $2 OFFSET $3"
+        );
+        let rows = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .bind(page.limit())
+            .bind(page.offset())
+            .fetch_all(self.read())
+            .await?;
+        Ok(page.finish(rows))
+    }
+
+    /// The label with this id, if the practice has one.
+    pub async fn find_label(&self, id: &str) -> StoreResult<Option<Label>> {
+        let sql = format!("SELECT {LABEL_COLUMNS} FROM labels WHERE practice_id = $1 AND id = $2");
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .bind(id)
+            .fetch_optional(self.read())
+            .await?)
+    }
+
+    /// Adds a label to the catalogue.
+    pub async fn create_label(&self, title: &str, color: Option<&str>) -> StoreResult<LabelChange> {
+        let now = now_ms();
+        let label = Label {
+            id: new_id(),
+            title: title.to_string(),
+            color: color.map(str::to_string),
+            created_at: now,
+            updated_at: now,
+        };
+        let result = sqlx::query(
+            "INSERT INTO labels (practice_id, id, title, color, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $5)",
+        )
+        .bind(self.practice_id)
+        .bind(&label.id)
+        .bind(&label.title)
+        .bind(&label.color)
+        .bind(now)
+        .execute(self.write())
+        .await;
+        title_taken_or(result.map(|_| Some(label)), title)
+    }
+
+    /// Changes a label's title and/or colour; `None` leaves a field as it is.
+    pub async fn update_label(
+        &self,
+        id: &str,
+        title: Option<&str>,
+        color: Option<&str>,
+    ) -> StoreResult<LabelChange> {
+        let sql = format!(
+            "UPDATE labels SET title = COALESCE($3, title), color = COALESCE($4, color), \
+             updated_at = $5 WHERE practice_id = $1 AND id = $2 RETURNING {LABEL_COLUMNS}"
+        );
+        let result = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .bind(id)
+            .bind(title)
+            .bind(color)
+            .bind(now_ms())
+            .fetch_optional(self.write())
+            .await;
+        title_taken_or(result, title.unwrap_or_default())
+    }
+
+    /// Removes a label from the catalogue and from every patient that has it.
+    pub async fn delete_label(&self, id: &str) -> StoreResult<Option<Label>> {
+        let sql = format!(
+            "DELETE FROM labels WHERE practice_id = $1 AND id = $2 RETURNING {LABEL_COLUMNS}"
+        );
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .bind(id)
+            .fetch_optional(self.write())
+            .await?)
+    }
+}
+
+fn title_taken_or(
+    result: Result<Option<Label>, sqlx::Error>,
+    title: &str,
+) -> StoreResult<LabelChange> {
+    match result {
+        Ok(Some(label)) => Ok(LabelChange::Done(label)),
+        Ok(None) => Ok(LabelChange::NotFound),
+        Err(e) if StoreError::is_unique_violation(&e) => {
+            Ok(LabelChange::TitleTaken(title.to_string()))
+        }
+        Err(e) => Err(e.into()),
+    }
+}

@@ -1,0 +1,303 @@
+//! The only place with SQL. One module per resource; every query of a practice's data goes
+//! through [`PracticeStore`], which carries the practice id into every statement, so that no
+//! caller can forget the scope.
+//!
+//! The store talks to its engine through sqlx's `Any` driver with one SQL dialect (`$1`
+//! placeholders, integer milliseconds for times, text ids) that SQLite and PostgreSQL both
+//! speak; the engine is chosen by the database URL at start-up and nothing above this module
+//! knows which one it is.
+
+mod error;
+pub mod labels;
+pub mod patients;
+pub mod practices;
+pub mod tokens;
+pub mod users;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::{AnyPool, ConnectOptions};
+
+pub use error::StoreError;
+
+/// Result of a store operation.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Which database engine the store runs on, read from the URL's scheme.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    Sqlite,
+    Postgres,
+}
+
+impl Engine {
+    fn from_url(url: &str) -> Result<Engine, StoreError> {
+        if url.starts_with("sqlite:") {
+            Ok(Engine::Sqlite)
+        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            Ok(Engine::Postgres)
+        } else {
+            Err(StoreError::Config(format!(
+                "unsupported database URL {:?}: use sqlite://FILE or postgres://...",
+                redact_url(url)
+            )))
+        }
+    }
+}
+
+/// How the store connects: pool size and how long to wait for a connection.
+#[derive(Clone, Debug)]
+pub struct PoolSettings {
+    pub max_connections: u32,
+    pub acquire_timeout: Duration,
+}
+
+impl Default for PoolSettings {
+    fn default() -> Self {
+        PoolSettings {
+            max_connections: 8,
+            acquire_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Handle on the database. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Store {
+    /// Pool for reads.
+    read: AnyPool,
+    /// Pool for writes. On SQLite it holds a single connection: SQLite has one writer at a time,
+    /// and queueing writers here rather than in SQLite's busy handler means a transaction never
+    /// fails half-way to upgrade its lock. On PostgreSQL it is the same pool as `read`.
+    write: AnyPool,
+    engine: Engine,
+}
+
+impl Store {
+    /// Connects to the database at `url`, creating an SQLite file if there is none, and applies
+    /// pending migrations.
+    pub async fn open(url: &str, pool: &PoolSettings) -> StoreResult<Store> {
+        let store = Store::connect(url, pool).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Connects without migrating.
+    pub async fn connect(url: &str, pool: &PoolSettings) -> StoreResult<Store> {
+        sqlx::any::install_default_drivers();
+        let engine = Engine::from_url(url)?;
+        let url = match engine {
+            Engine::Sqlite if !url.contains("mode=") => {
+                let sep = if url.contains('?') { '&' } else { '?' };
+                format!("{url}{sep}mode=rwc")
+            }
+            _ => url.to_string(),
+        };
+        let options = AnyConnectOptions::from_str(&url)
+            .map_err(|e| StoreError::Config(format!("bad database URL: {e}")))?
+            .log_statements(tracing::log::LevelFilter::Trace);
+        let pool_options = || {
+            AnyPoolOptions::new()
+                .acquire_timeout(pool.acquire_timeout)
+                .max_connections(pool.max_connections)
+        };
+        let store = match engine {
+            Engine::Sqlite => {
+                let write = pool_options()
+                    .max_connections(1)
+                    .connect_with(options.clone())
+                    .await
+                    .map_err(StoreError::from_connect)?;
+                // WAL lets readers go on while the one writer writes; it is a property of the
+                // file, so setting it once on the write connection is enough.
+                sqlx::query("PRAGMA journal_mode = WAL")
+                    .execute(&write)
+                    .await
+                    .map_err(StoreError::from_connect)?;
+                let read = pool_options()
+                    .connect_with(options)
+                    .await
+                    .map_err(StoreError::from_connect)?;
+                Store {
+                    read,
+                    write,
+                    engine,
+                }
+            }
+            Engine::Postgres => {
+                let pool = pool_options()
+                    .connect_with(options)
+                    .await
+                    .map_err(StoreError::from_connect)?;
+                Store {
+                    read: pool.clone(),
+                    write: pool,
+                    engine,
+                }
+            }
+        };
+        Ok(store)
+    }
+
+    /// Applies pending migrations of this engine.
+    pub async fn migrate(&self) -> StoreResult<()> {
+        let migrator = match self.engine {
+            Engine::Sqlite => sqlx::migrate!("migrations/sqlite"),
+            Engine::Postgres => {
+                return Err(StoreError::Config(
+                    "PostgreSQL is not supported yet: use sqlite://FILE".into(),
+                ));
+            }
+        };
+        migrator
+            .run(&self.write)
+            .await
+            .map_err(|e| StoreError::Config(format!("migration failed: {e}")))
+    }
+
+    /// The engine this store runs on.
+    pub fn engine(&self) -> Engine {
+        self.engine
+    }
+
+    /// The store seen from one practice: every query it runs is scoped to `practice_id`.
+    pub fn practice<'a>(&'a self, practice_id: &'a str) -> PracticeStore<'a> {
+        PracticeStore {
+            store: self,
+            practice_id,
+        }
+    }
+
+    /// Closes the pools, waiting for connections in use to be returned.
+    pub async fn close(&self) {
+        self.write.close().await;
+        self.read.close().await;
+    }
+}
+
+/// The store scoped to one practice. Every method of the resource modules lives here, and each
+/// binds `practice_id` as `$1`.
+#[derive(Clone, Copy, Debug)]
+pub struct PracticeStore<'a> {
+    store: &'a Store,
+    practice_id: &'a str,
+}
+
+impl<'a> PracticeStore<'a> {
+    /// The practice this handle is scoped to.
+    pub fn practice_id(&self) -> &'a str {
+        self.practice_id
+    }
+
+    fn read(&self) -> &'a AnyPool {
+        &self.store.read
+    }
+
+    fn write(&self) -> &'a AnyPool {
+        &self.store.write
+    }
+}
+
+/// A page of a list: which rows to fetch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageRequest {
+    /// 1-based page number.
+    pub page: u32,
+    pub page_size: u32,
+}
+
+impl PageRequest {
+    fn limit(&self) -> i64 {
+        // One more row than asked for tells whether there is a next page.
+        i64::from(self.page_size) + 1
+    }
+
+    fn offset(&self) -> i64 {
+        i64::from(self.page - 1) * i64::from(self.page_size)
+    }
+
+    /// Cuts the extra row fetched by `limit` and says whether there was one.
+    fn finish<T>(&self, mut rows: Vec<T>) -> Page<T> {
+        let has_more = rows.len() > self.page_size as usize;
+        rows.truncate(self.page_size as usize);
+        Page {
+            items: rows,
+            has_more,
+        }
+    }
+}
+
+/// One page of a list.
+#[derive(Clone, Debug)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub has_more: bool,
+}
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// A new opaque id: a UUIDv7, so that ids made later sort later and index pages stay warm.
+pub fn new_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+/// The database URL with any password taken out, for messages.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            let userinfo = &url[scheme_end + 3..at];
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{}://{}:***@{}", &url[..scheme_end], user, &url[at + 1..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// Escapes `%`, `_` and `\` for a `LIKE ... ESCAPE '\'` pattern.
+fn like_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_password() {
+        assert_eq!(
+            redact_url("postgres://app:secret@db:5432/x"),
+            "postgres://app:***@db:5432/x"
+        );
+        assert_eq!(redact_url("sqlite://practice.db"), "sqlite://practice.db");
+    }
+
+    #[test]
+    fn escapes_like_wildcards() {
+        assert_eq!(like_escape(r"50%_a\b"), r"50\%\_a\\b");
+    }
+
+    #[test]
+    fn page_offsets() {
+        let page = PageRequest {
+            page: 3,
+            page_size: 25,
+        };
+        assert_eq!(page.offset(), 50);
+        assert_eq!(page.limit(), 26);
+        let done = page.finish((0..26).collect::<Vec<_>>());
+        assert!(done.has_more);
+        assert_eq!(done.items.len(), 25);
+    }
+}

@@ -1,0 +1,520 @@
+//! Patients and the labels on them.
+
+use std::collections::HashMap;
+
+use sqlx::{Any, FromRow, Transaction};
+
+use super::{Page, PageRequest, PracticeStore, StoreResult, like_escape, new_id, now_ms};
+
+const PATIENT_COLUMNS: &str = "id, title, first_name, last_name, email, dob, gender, sex, \
+     address, city, postcode, country, phone_type, phone_number, comments, archived_at, \
+     archive_reason, archive_comments, deleted_at, created_at, updated_at";
+
+/// A patient as stored.
+#[derive(Clone, Debug, FromRow)]
+pub struct Patient {
+    pub id: String,
+    #[sqlx(flatten)]
+    pub fields: PatientFields,
+    pub archived_at: Option<i64>,
+    pub archive_reason: Option<String>,
+    pub archive_comments: Option<String>,
+    pub deleted_at: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// The fields of a patient that staff edit. `dob` is an ISO 8601 date.
+#[derive(Clone, Debug, Default, FromRow)]
+pub struct PatientFields {
+    pub title: Option<String>,
+    pub first_name: String,
+    pub last_name: String,
+    pub email: Option<String>,
+    pub dob: Option<String>,
+    pub gender: Option<String>,
+    pub sex: Option<String>,
+    pub address: Option<String>,
+    pub city: Option<String>,
+    pub postcode: Option<String>,
+    pub country: Option<String>,
+    pub phone_type: Option<String>,
+    pub phone_number: Option<String>,
+    pub comments: Option<String>,
+}
+
+impl PatientFields {
+    /// What patients(search:) matches: first name, last name, full name, email and date of
+    /// birth, lower-cased.
+    fn search_text(&self) -> String {
+        let mut text = format!("{} {}", self.first_name, self.last_name);
+        for part in [&self.email, &self.dob].into_iter().flatten() {
+            text.push(' ');
+            text.push_str(part);
+        }
+        text.to_lowercase()
+    }
+}
+
+/// A label on a patient, with the label's current title and colour.
+#[derive(Clone, Debug, FromRow)]
+pub struct PatientLabel {
+    /// The id of the label's place on the patient (what removePatientLabel takes).
+    pub id: String,
+    pub patient_id: String,
+    /// The id of the label in the catalogue.
+    pub label_id: String,
+    pub title: String,
+    pub color: Option<String>,
+}
+
+/// Which patients a list holds.
+#[derive(Clone, Debug, Default)]
+pub struct PatientFilter {
+    /// Matched case-insensitively, as a substring, against name, email and date of birth.
+    pub search: Option<String>,
+    pub include_archived: bool,
+    pub include_deleted: bool,
+    /// Inclusive bounds, in milliseconds.
+    pub created: Option<(i64, i64)>,
+    pub updated: Option<(i64, i64)>,
+}
+
+/// The outcome of a change to a patient that can be refused.
+#[derive(Debug)]
+pub enum PatientChange {
+    Done(Box<Patient>),
+    NotFound,
+    /// Refused, with a sentence that says why.
+    Refused(String),
+}
+
+/// What a change made under [`PracticeStore::modify_patient`] does with the patient.
+pub type Modification = Result<(), String>;
+
+impl PracticeStore<'_> {
+    /// The patient with this id, deleted and archived ones included.
+    pub async fn find_patient(&self, id: &str) -> StoreResult<Option<Patient>> {
+        let sql =
+            format!("SELECT {PATIENT_COLUMNS} FROM patients WHERE practice_id = $1 AND id = $2");
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .bind(id)
+            .fetch_optional(self.read())
+            .await?)
+    }
+
+    /// A page of patients, by last name then first name.
+    pub async fn list_patients(
+        &self,
+        filter: &PatientFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<Patient>> {
+        let mut sql = format!("SELECT {PATIENT_COLUMNS} FROM patients WHERE practice_id = $1");
+        let mut next = 2;
+        let mut param = |sql: &mut String, clause: &str| {
+            sql.push_str(&clause.replace('?', &format!("${next}")));
+            next += 1;
+        };
+        if filter.search.is_some() {
+            param(&mut sql, " AND search_text LIKE ? ESCAPE '\\'");
+        }
+        if !filter.include_archived {
+            sql.push_str(" AND archived_at IS NULL");
+        }
+        if !filter.include_deleted {
+            sql.push_str(" AND deleted_at IS NULL");
+        }
+        for (range, column) in [
+            (filter.created, "created_at"),
+            (filter.updated, "updated_at"),
+        ] {
+            if range.is_some() {
+                param(&mut sql, &format!(" AND {column} >= ?"));
+                param(&mut sql, &format!(" AND {column} <= ?"));
+            }
+        }
+        param(&mut sql, " ORDER BY last_name, first_name, id LIMIT ?");
+        param(&mut sql, " OFFSET ?");
+
+        let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id);
+        if let Some(search) = &filter.search {
+            query = query.bind(format!("%{}%", like_escape(&search.to_lowercase())));
+        }
+        for (start, end) in [filter.created, filter.updated].into_iter().flatten() {
+            query = query.bind(start).bind(end);
+        }
+        let rows = query
+            .bind(page.limit())
+            .bind(page.offset())
+            .fetch_all(self.read())
+            .await?;
+        Ok(page.finish(rows))
+    }
+
+    /// Adds a patient with the given labels. Refused, with nothing written, if a label is not
+    /// in the practice's catalogue.
+    pub async fn create_patient(
+        &self,
+        fields: PatientFields,
+        label_ids: &[String],
+    ) -> StoreResult<PatientChange> {
+        let now = now_ms();
+        let patient = Patient {
+            id: new_id(),
+            fields,
+            archived_at: None,
+            archive_reason: None,
+            archive_comments: None,
+            deleted_at: None,
+            created_at: now,
+            updated_at: now,
+        };
+        let mut tx = self.write().begin().await?;
+        let sql = format!(
+            "INSERT INTO patients (practice_id, search_text, {PATIENT_COLUMNS}) VALUES \
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
+             $19, $20, $21, $22, $23)"
+        );
+        self.bind_patient(sqlx::query(sqlx::AssertSqlSafe(sql)), &patient)
+            .execute(&mut *tx)
+            .await?;
+        for label_id in label_ids {
+            if !self
+                .insert_patient_label(&mut tx, &patient.id, label_id)
+                .await?
+            {
+                // The transaction is dropped, and with it the patient.
+                return Ok(PatientChange::Refused(no_such_label(label_id)));
+            }
+        }
+        tx.commit().await?;
+        Ok(PatientChange::Done(Box::new(patient)))
+    }
+
+    /// Adds many patients at once, in transactions of a few hundred rows: for demo data and
+    /// imports. Returns their ids, in order.
+    pub async fn import_patients(&self, patients: Vec<PatientFields>) -> StoreResult<Vec<String>> {
+        const ROWS_PER_STATEMENT: usize = 500;
+        let mut ids = Vec::with_capacity(patients.len());
+        let mut rows = patients.into_iter().peekable();
+        while rows.peek().is_some() {
+            let chunk: Vec<PatientFields> = rows.by_ref().take(ROWS_PER_STATEMENT).collect();
+            let now = now_ms();
+            let mut sql = format!(
+                "INSERT INTO patients (practice_id, search_text, {PATIENT_COLUMNS}) VALUES "
+            );
+            for i in 0..chunk.len() {
+                let base = i * 23;
+                let values: Vec<String> = (1..=23).map(|k| format!("${}", base + k)).collect();
+                if i > 0 {
+                    sql.push_str(", ");
+                }
+                sql.push('(');
+                sql.push_str(&values.join(", "));
+                sql.push(')');
+            }
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for fields in chunk {
+                let patient = Patient {
+                    id: new_id(),
+                    fields,
+                    archived_at: None,
+                    archive_reason: None,
+                    archive_comments: None,
+                    deleted_at: None,
+                    created_at: now,
+                    updated_at: now,
+                };
+                query = self.bind_patient(query, &patient);
+                ids.push(patient.id);
+            }
+            query.execute(self.write()).await?;
+        }
+        Ok(ids)
+    }
+
+    /// Reads the patient, applies `change` to it and writes it back, in one transaction that
+    /// holds the patient's row, so that concurrent changes to other fields are not lost. With
+    /// `labels`, the patient's labels become exactly these (labels kept keep their ids).
+    pub async fn modify_patient(
+        &self,
+        id: &str,
+        labels: Option<&[String]>,
+        change: impl FnOnce(&mut Patient) -> Modification,
+    ) -> StoreResult<PatientChange> {
+        let mut tx = self.write().begin().await?;
+        // A no-op update takes the row lock on PostgreSQL and returns the row as it is now.
+        let sql = format!(
+            "UPDATE patients SET updated_at = updated_at WHERE practice_id = $1 AND id = $2 \
+             RETURNING {PATIENT_COLUMNS}"
+        );
+        let found: Option<Patient> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(mut patient) = found else {
+            return Ok(PatientChange::NotFound);
+        };
+        if let Err(reason) = change(&mut patient) {
+            return Ok(PatientChange::Refused(reason));
+        }
+        patient.updated_at = now_ms().max(patient.updated_at);
+        let sql = "UPDATE patients SET search_text = $2, title = $4, first_name = $5, \
+             last_name = $6, email = $7, dob = $8, gender = $9, sex = $10, address = $11, \
+             city = $12, postcode = $13, country = $14, phone_type = $15, phone_number = $16, \
+             comments = $17, archived_at = $18, archive_reason = $19, archive_comments = $20, \
+             deleted_at = $21, created_at = $22, updated_at = $23 \
+             WHERE practice_id = $1 AND id = $3";
+        self.bind_patient(sqlx::query(sql), &patient)
+            .execute(&mut *tx)
+            .await?;
+        if let Some(labels) = labels
+            && let Some(unknown) = self.replace_patient_labels(&mut tx, id, labels).await?
+        {
+            return Ok(PatientChange::Refused(no_such_label(&unknown)));
+        }
+        tx.commit().await?;
+        Ok(PatientChange::Done(Box::new(patient)))
+    }
+
+    /// Makes the patient's labels exactly `label_ids`. Returns the first id that is not in the
+    /// catalogue, if any, having checked before writing.
+    async fn replace_patient_labels(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        patient_id: &str,
+        label_ids: &[String],
+    ) -> StoreResult<Option<String>> {
+        for label_id in label_ids {
+            let known = sqlx::query("SELECT id FROM labels WHERE practice_id = $1 AND id = $2")
+                .bind(self.practice_id)
+                .bind(label_id)
+                .fetch_optional(&mut **tx)
+                .await?;
+            if known.is_none() {
+                return Ok(Some(label_id.clone()));
+            }
+        }
+        let keep: Vec<String> = (0..label_ids.len())
+            .map(|i| format!("${}", i + 3))
+            .collect();
+        let mut sql =
+            String::from("DELETE FROM patient_labels WHERE practice_id = $1 AND patient_id = $2");
+        if !keep.is_empty() {
+            sql.push_str(&format!(" AND label_id NOT IN ({})", keep.join(", ")));
+        }
+        let mut delete = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .bind(patient_id);
+        for label_id in label_ids {
+            delete = delete.bind(label_id);
+        }
+        delete.execute(&mut **tx).await?;
+        for label_id in label_ids {
+            // Labels already on the patient are left as they are (ON CONFLICT DO NOTHING).
+            self.insert_patient_label(tx, patient_id, label_id).await?;
+        }
+        Ok(None)
+    }
+
+    /// Binds `$1` practice, `$2` search text and `$3..$23` the columns of PATIENT_COLUMNS.
+    fn bind_patient<'q>(
+        &self,
+        query: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments>,
+        p: &Patient,
+    ) -> sqlx::query::Query<'q, Any, sqlx::any::AnyArguments> {
+        let f = &p.fields;
+        query
+            .bind(self.practice_id.to_string())
+            .bind(f.search_text())
+            .bind(p.id.clone())
+            .bind(f.title.clone())
+            .bind(f.first_name.clone())
+            .bind(f.last_name.clone())
+            .bind(f.email.clone())
+            .bind(f.dob.clone())
+            .bind(f.gender.clone())
+            .bind(f.sex.clone())
+            .bind(f.address.clone())
+            .bind(f.city.clone())
+            .bind(f.postcode.clone())
+            .bind(f.country.clone())
+            .bind(f.phone_type.clone())
+            .bind(f.phone_number.clone())
+            .bind(f.comments.clone())
+            .bind(p.archived_at)
+            .bind(p.archive_reason.clone())
+            .bind(p.archive_comments.clone())
+            .bind(p.deleted_at)
+            .bind(p.created_at)
+            .bind(p.updated_at)
+    }
+
+    /// Puts a label of the catalogue on a patient that is not deleted. Returns false, having
+    /// written nothing, if the label is not in the catalogue or already on the patient.
+    async fn insert_patient_label(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        patient_id: &str,
+        label_id: &str,
+    ) -> StoreResult<bool> {
+        let inserted = sqlx::query(
+            "INSERT INTO patient_labels (practice_id, id, patient_id, label_id, created_at) \
+             SELECT p.practice_id, $2, p.id, l.id, $5 FROM patients p \
+             JOIN labels l ON l.practice_id = p.practice_id AND l.id = $4 \
+             WHERE p.practice_id = $1 AND p.id = $3 AND p.deleted_at IS NULL \
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(self.practice_id)
+        .bind(new_id())
+        .bind(patient_id)
+        .bind(label_id)
+        .bind(now_ms())
+        .execute(&mut **tx)
+        .await?;
+        Ok(inserted.rows_affected() == 1)
+    }
+
+    /// Puts a label on a patient. Refused if the patient is deleted, the label is unknown or
+    /// already on the patient.
+    pub async fn add_patient_label(
+        &self,
+        patient_id: &str,
+        label_id: &str,
+    ) -> StoreResult<PatientChange> {
+        let mut tx = self.write().begin().await?;
+        if self
+            .insert_patient_label(&mut tx, patient_id, label_id)
+            .await?
+        {
+            touch_patient(&mut tx, self.practice_id, patient_id).await?;
+            tx.commit().await?;
+            return self.patient_change(patient_id).await;
+        }
+        drop(tx);
+        let Some(patient) = self.find_patient(patient_id).await? else {
+            return Ok(PatientChange::NotFound);
+        };
+        if patient.deleted_at.is_some() {
+            return Ok(PatientChange::Refused(
+                "This patient has been deleted: labels cannot be added".into(),
+            ));
+        }
+        let Some(label) = self.find_label(label_id).await? else {
+            return Ok(PatientChange::Refused(no_such_label(label_id)));
+        };
+        Ok(PatientChange::Refused(format!(
+            "The label \"{}\" is already on this patient",
+            label.title
+        )))
+    }
+
+    /// Takes a label off a patient. `label_id` is the id of the label's place on the patient
+    /// (PatientLabel.id); the catalogue id of the label is accepted too.
+    pub async fn remove_patient_label(
+        &self,
+        patient_id: &str,
+        label_id: &str,
+    ) -> StoreResult<PatientChange> {
+        let mut tx = self.write().begin().await?;
+        let deleted = sqlx::query(
+            "DELETE FROM patient_labels WHERE practice_id = $1 AND patient_id = $2 \
+             AND (id = $3 OR label_id = $3)",
+        )
+        .bind(self.practice_id)
+        .bind(patient_id)
+        .bind(label_id)
+        .execute(&mut *tx)
+        .await?;
+        if deleted.rows_affected() > 0 {
+            touch_patient(&mut tx, self.practice_id, patient_id).await?;
+            tx.commit().await?;
+            return self.patient_change(patient_id).await;
+        }
+        drop(tx);
+        if self.find_patient(patient_id).await?.is_none() {
+            return Ok(PatientChange::NotFound);
+        }
+        Ok(PatientChange::Refused(format!(
+            "This patient has no label with id {label_id}"
+        )))
+    }
+
+    async fn patient_change(&self, id: &str) -> StoreResult<PatientChange> {
+        Ok(match self.find_patient(id).await? {
+            Some(patient) => PatientChange::Done(Box::new(patient)),
+            None => PatientChange::NotFound,
+        })
+    }
+
+    /// The labels on each of these patients, in the order they were put on.
+    pub async fn labels_of_patients(
+        &self,
+        patient_ids: &[String],
+    ) -> StoreResult<HashMap<String, Vec<PatientLabel>>> {
+        let mut by_patient: HashMap<String, Vec<PatientLabel>> = HashMap::new();
+        if patient_ids.is_empty() {
+            return Ok(by_patient);
+        }
+        let placeholders: Vec<String> = (0..patient_ids.len())
+            .map(|i| format!("${}", i + 2))
+            .collect();
+        let sql = format!(
+            "SELECT pl.id, pl.patient_id, pl.label_id, l.title, l.color FROM patient_labels pl \
+             JOIN labels l ON l.practice_id = pl.practice_id AND l.id = pl.label_id \
+             WHERE pl.practice_id = $1 AND pl.patient_id IN ({}) \
+             ORDER BY pl.created_at, pl.id",
+            placeholders.join(", ")
+        );
+        let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id);
+        for id in patient_ids {
+            query = query.bind(id);
+        }
+        let rows: Vec<PatientLabel> = query.fetch_all(self.read()).await?;
+        for row in rows {
+            by_patient
+                .entry(row.patient_id.clone())
+                .or_default()
+                .push(row);
+        }
+        Ok(by_patient)
+    }
+}
+
+fn no_such_label(label_id: &str) -> String {
+    format!("No label with id {label_id}: create it with createLabel first")
+}
+
+/// Marks a patient as changed now.
+async fn touch_patient(
+    tx: &mut Transaction<'_, Any>,
+    practice_id: &str,
+    patient_id: &str,
+) -> StoreResult<()> {
+    sqlx::query("UPDATE patients SET updated_at = $3 WHERE practice_id = $1 AND id = $2")
+        .bind(practice_id)
+        .bind(patient_id)
+        .bind(now_ms())
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn search_text_covers_names_email_and_dob() {
+        let fields = PatientFields {
+            first_name: "Émile".into(),
+            last_name: "Zola".into(),
+            email: Some("EZ@example.com".into()),
+            dob: Some("1840-04-02".into()),
+            ..Default::default()
+        };
+        assert_eq!(fields.search_text(), "émile zola ez@example.com 1840-04-02");
+    }
+}
