@@ -1,0 +1,332 @@
+//! The command line, as an operator runs it: the real binary against a fresh database.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use tempfile::TempDir;
+
+struct Cli {
+    dir: TempDir,
+}
+
+impl Cli {
+    fn new() -> Cli {
+        Cli {
+            dir: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_practice-api"));
+        command
+            .args(args)
+            .current_dir(self.dir.path())
+            .env_remove("PRACTICE_DATABASE_URL")
+            .env_remove("PRACTICE_PASSWORD")
+            .env("PRACTICE_LOG", "warn");
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("run practice-api")
+    }
+
+    fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Output {
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(stdin.as_bytes())
+            .expect("write");
+        child.wait_with_output().expect("wait")
+    }
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn last_line(output: &Output) -> String {
+    assert!(output.status.success(), "failed: {}", stderr(output));
+    stdout(output).lines().last().unwrap_or("").to_string()
+}
+
+#[test]
+fn operator_commands_work_end_to_end() {
+    let cli = Cli::new();
+    let practice = last_line(&cli.run(&["practice", "create", "--name", "North Clinic"]));
+    assert!(!practice.is_empty());
+    assert!(
+        cli.dir.path().join("practice.db").exists(),
+        "default database file"
+    );
+
+    let user = cli.run_with_stdin(
+        &[
+            "user",
+            "create",
+            "--email",
+            "ada@north.example",
+            "--first-name",
+            "Ada",
+            "--last-name",
+            "Lovelace",
+            "--role",
+            "admin",
+            "--doctor",
+            "--password-stdin",
+            "--practice",
+            &practice,
+        ],
+        "a long password\n",
+    );
+    assert!(user.status.success(), "{}", stderr(&user));
+    assert!(
+        !stderr(&user).contains("a long password"),
+        "the password is never printed"
+    );
+
+    let secret = last_line(&cli.run(&[
+        "token",
+        "create",
+        "--name",
+        "CRM sync",
+        "--permission",
+        "patients:read",
+        "--permission",
+        "query:patient",
+        "--practice",
+        &practice,
+    ]));
+    assert!(secret.starts_with(&format!("pa_{practice}_")), "{secret}");
+
+    let listed = cli.run(&["token", "list", "--practice", &practice]);
+    let listed = stdout(&listed);
+    let line = listed
+        .lines()
+        .find(|l| l.contains("CRM sync"))
+        .expect("listed");
+    assert!(line.contains("patients:read,query:patient"), "{line}");
+    assert!(line.ends_with("active"), "{line}");
+    assert!(!listed.contains(&secret), "the secret is shown once only");
+
+    let id = line.split('\t').next().expect("id");
+    let revoked = cli.run(&["token", "revoke", id]);
+    assert!(revoked.status.success(), "{}", stderr(&revoked));
+    let listed = stdout(&cli.run(&["token", "list", "--practice", &practice]));
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with(id) && l.ends_with("revoked")),
+        "{listed}"
+    );
+
+    // Without --practice: the default practice, made on first use, holds nothing of North's.
+    let default_list = cli.run(&["token", "list"]);
+    assert!(default_list.status.success());
+    assert_eq!(stdout(&default_list), "");
+
+    let migrated = cli.run(&["migrate"]);
+    assert!(migrated.status.success(), "{}", stderr(&migrated));
+}
+
+#[test]
+fn password_from_the_environment() {
+    let cli = Cli::new();
+    let output = cli
+        .command(&[
+            "user",
+            "create",
+            "--email",
+            "rosa@example.com",
+            "--first-name",
+            "Rosa",
+            "--last-name",
+            "Desk",
+            "--role",
+            "receptionist",
+        ])
+        .env("PRACTICE_PASSWORD", "another long password")
+        .output()
+        .expect("run");
+    assert!(output.status.success(), "{}", stderr(&output));
+}
+
+#[test]
+fn bad_arguments_exit_non_zero_with_one_line() {
+    let cli = Cli::new();
+    let cases: Vec<(Vec<&str>, &str, &str)> = vec![
+        (
+            vec![
+                "token",
+                "create",
+                "--name",
+                "x",
+                "--permission",
+                "patients:delete",
+            ],
+            "",
+            "unknown permission",
+        ),
+        (
+            vec![
+                "token",
+                "create",
+                "--name",
+                "x",
+                "--permission",
+                "*",
+                "--expires-at",
+                "tomorrow",
+            ],
+            "",
+            "RFC 3339",
+        ),
+        (vec!["token", "revoke", "no-such-token"], "", "no API token"),
+        (
+            vec!["token", "list", "--practice", "no-such-practice"],
+            "",
+            "no practice",
+        ),
+        (
+            vec![
+                "user",
+                "create",
+                "--email",
+                "a@b.example",
+                "--first-name",
+                "A",
+                "--last-name",
+                "B",
+                "--role",
+                "boss",
+                "--password-stdin",
+            ],
+            "a long password",
+            "unknown role",
+        ),
+        (
+            vec![
+                "user",
+                "create",
+                "--email",
+                "a@b.example",
+                "--first-name",
+                "A",
+                "--last-name",
+                "B",
+                "--role",
+                "admin",
+                "--password-stdin",
+            ],
+            "short",
+            "at least 8",
+        ),
+        (
+            vec![
+                "user",
+                "create",
+                "--email",
+                "nope",
+                "--first-name",
+                "A",
+                "--last-name",
+                "B",
+                "--role",
+                "admin",
+                "--password-stdin",
+            ],
+            "a long password",
+            "not an email",
+        ),
+        (
+            vec!["--database", "mysql://x", "migrate"],
+            "",
+            "unsupported database URL",
+        ),
+        (
+            vec!["serve", "--user-token-ttl", "soon"],
+            "",
+            "not a duration",
+        ),
+    ];
+    for (args, stdin, says) in cases {
+        let output = cli.run_with_stdin(&args, stdin);
+        assert!(!output.status.success(), "{args:?} succeeded");
+        let err = stderr(&output);
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(
+            err.trim_end().lines().count(),
+            1,
+            "{args:?}: one line, got {err}"
+        );
+    }
+    // A duplicate email.
+    let create = |email: &str| {
+        cli.run_with_stdin(
+            &[
+                "user",
+                "create",
+                "--email",
+                email,
+                "--first-name",
+                "A",
+                "--last-name",
+                "B",
+                "--role",
+                "admin",
+                "--password-stdin",
+            ],
+            "a long password",
+        )
+    };
+    assert!(create("dup@example.com").status.success());
+    let again = create("DUP@example.com");
+    assert!(!again.status.success());
+    assert!(
+        stderr(&again).contains("already exists"),
+        "{}",
+        stderr(&again)
+    );
+}
+
+#[test]
+fn schema_command_prints_the_checked_in_schema() {
+    let cli = Cli::new();
+    let output = cli.run(&["schema"]);
+    assert!(output.status.success());
+    let checked_in = include_str!("../../schema.graphql");
+    assert_eq!(
+        stdout(&output),
+        checked_in,
+        "schema.graphql is out of date: run `cargo run -- schema > schema.graphql`"
+    );
+    assert!(
+        !cli.dir.path().join("practice.db").exists(),
+        "schema needs no database"
+    );
+}
+
+#[test]
+fn demo_fills_a_practice() {
+    let cli = Cli::new();
+    let output = cli.run(&["demo", "--patients", "120"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(err.contains("made 120 patients and 6 labels"), "{err}");
+    assert!(err.contains("(practitioner)"), "{err}");
+    // Running it again adds patients and reuses what exists.
+    let again = cli.run(&["demo", "--patients", "10"]);
+    assert!(again.status.success(), "{}", stderr(&again));
+}

@@ -1,0 +1,277 @@
+//! One way to spawn a test server: the real binary's router on 127.0.0.1, port 0, over a
+//! brand-new SQLite file, driven by a real HTTP client.
+
+use std::time::Duration;
+
+use practice_api::admin::{self, NewStaff};
+use practice_api::config::ServeConfig;
+use practice_api::http::{AppState, serve};
+use practice_api::store::{PoolSettings, Store};
+use reqwest::StatusCode;
+use reqwest::header::HeaderMap;
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// The password every test user gets.
+pub const PASSWORD: &str = "correct horse battery";
+
+/// A running server over its own database.
+pub struct TestApp {
+    /// `http://127.0.0.1:PORT/graphql`
+    pub url: String,
+    pub client: reqwest::Client,
+    pub store: Store,
+    pub database_url: String,
+    /// The default practice.
+    pub practice_id: String,
+    /// A `*` token of the default practice.
+    pub admin_token: String,
+    config: ServeConfig,
+    dir: TempDir,
+    shutdown: Option<oneshot::Sender<()>>,
+    server: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+/// A raw HTTP response: status, headers and the body parsed as JSON (Null if it is not).
+pub struct Raw {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Value,
+}
+
+impl TestApp {
+    /// A server with the default settings.
+    pub async fn spawn() -> TestApp {
+        TestApp::spawn_with(ServeConfig::default()).await
+    }
+
+    /// A server with these settings (the listen address is ignored: port 0).
+    pub async fn spawn_with(config: ServeConfig) -> TestApp {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let database_url = format!("sqlite://{}", dir.path().join("test.db").display());
+        let store = Store::open(&database_url, &PoolSettings::default())
+            .await
+            .expect("open store");
+        let practice_id = admin::practice(&store, None).await.expect("practice").id;
+        let (_, admin_token) =
+            admin::create_token(&store, &practice_id, "test admin", &["*".into()], None)
+                .await
+                .expect("admin token");
+        let mut app = TestApp {
+            url: String::new(),
+            client: reqwest::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()
+                .expect("client"),
+            store,
+            database_url,
+            practice_id,
+            admin_token,
+            config,
+            dir,
+            shutdown: None,
+            server: None,
+        };
+        app.start().await;
+        app
+    }
+
+    async fn start(&mut self) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let (tx, rx) = oneshot::channel::<()>();
+        let state = AppState::new(self.store.clone(), &self.config);
+        self.server = Some(tokio::spawn(serve(listener, state, async {
+            let _ = rx.await;
+        })));
+        self.shutdown = Some(tx);
+        self.url = format!("http://127.0.0.1:{port}/graphql");
+    }
+
+    /// Stops the server and closes the database, then opens both again over the same file.
+    pub async fn restart(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(server) = self.server.take() {
+            server.await.expect("join").expect("serve");
+        }
+        self.store.close().await;
+        self.store = Store::open(&self.database_url, &PoolSettings::default())
+            .await
+            .expect("reopen store");
+        self.start().await;
+    }
+
+    /// The folder holding the database.
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// POSTs a GraphQL request with `token` in x-token; returns the whole response body.
+    pub async fn gql(&self, token: Option<&str>, query: &str, variables: Value) -> Value {
+        let raw = self
+            .post_json(token, &json!({ "query": query, "variables": variables }))
+            .await;
+        assert_eq!(raw.status, StatusCode::OK, "{}", raw.body);
+        raw.body
+    }
+
+    /// Like `gql`, with the admin token, and asserting that there were no errors.
+    pub async fn ok(&self, query: &str, variables: Value) -> Value {
+        let body = self.gql(Some(&self.admin_token), query, variables).await;
+        assert!(body.get("errors").is_none(), "unexpected errors: {body}");
+        body["data"].clone()
+    }
+
+    /// POSTs any JSON body.
+    pub async fn post_json(&self, token: Option<&str>, body: &Value) -> Raw {
+        let mut request = self.client.post(&self.url).json(body);
+        if let Some(token) = token {
+            request = request.header("x-token", token);
+        }
+        Raw::from(request.send().await.expect("request")).await
+    }
+
+    /// Sends a request built by the caller.
+    pub async fn send(&self, request: reqwest::RequestBuilder) -> Raw {
+        Raw::from(request.send().await.expect("request")).await
+    }
+
+    /// An API token of the default practice with these permissions.
+    pub async fn token(&self, permissions: &[&str]) -> String {
+        self.token_in(&self.practice_id, permissions).await
+    }
+
+    /// An API token of `practice_id` with these permissions.
+    pub async fn token_in(&self, practice_id: &str, permissions: &[&str]) -> String {
+        let permissions: Vec<String> = permissions.iter().map(|p| p.to_string()).collect();
+        admin::create_token(&self.store, practice_id, "test", &permissions, None)
+            .await
+            .expect("token")
+            .1
+    }
+
+    /// Adds a staff user to the default practice; returns their email.
+    pub async fn user(&self, role: &str, email: &str) -> String {
+        self.user_in(&self.practice_id, role, email).await
+    }
+
+    pub async fn user_in(&self, practice_id: &str, role: &str, email: &str) -> String {
+        admin::create_user(
+            &self.store,
+            practice_id,
+            NewStaff {
+                email,
+                first_name: "Test",
+                last_name: role,
+                role,
+                is_doctor: false,
+                password: PASSWORD,
+            },
+        )
+        .await
+        .expect("user");
+        email.to_string()
+    }
+
+    /// Signs in; returns the token.
+    pub async fn sign_in(&self, email: &str, password: &str) -> String {
+        let body = self
+            .gql(
+                None,
+                "mutation($e: String!, $p: String!) { signIn(email: $e, password: $p) { token error } }",
+                json!({ "e": email, "p": password }),
+            )
+            .await;
+        body["data"]["signIn"]["token"]
+            .as_str()
+            .unwrap_or_else(|| panic!("sign-in failed: {body}"))
+            .to_string()
+    }
+
+    /// A second practice with its own `*` token.
+    pub async fn other_practice(&self, name: &str) -> (String, String) {
+        let practice = admin::create_practice(&self.store, name)
+            .await
+            .expect("practice");
+        let token = self.token_in(&practice.id, &["*"]).await;
+        (practice.id, token)
+    }
+
+    /// Creates a patient with the admin token; returns its id.
+    pub async fn patient(&self, first: &str, last: &str) -> String {
+        self.patient_with(&self.admin_token, json!({ "first": first, "last": last }))
+            .await
+    }
+
+    /// Creates a patient with `token` from a `CreatePatientDataInput`; returns its id.
+    pub async fn patient_with(&self, token: &str, data: Value) -> String {
+        let body = self
+            .gql(
+                Some(token),
+                "mutation($d: CreatePatientDataInput!) { createPatient(patientData: $d) { data { id } error } }",
+                json!({ "d": data }),
+            )
+            .await;
+        body["data"]["createPatient"]["data"]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("createPatient failed: {body}"))
+            .to_string()
+    }
+
+    /// Creates a label with the admin token; returns its id.
+    pub async fn label(&self, title: &str) -> String {
+        let data = self
+            .ok(
+                "mutation($t: String!) { createLabel(title: $t, color: \"#123456\") { data { id } error } }",
+                json!({ "t": title }),
+            )
+            .await;
+        data["createLabel"]["data"]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("createLabel failed: {data}"))
+            .to_string()
+    }
+
+    /// Checks the server still answers a plain query.
+    pub async fn assert_serving(&self) {
+        let data = self.ok("{ currentPractice { id } }", json!({})).await;
+        assert_eq!(data["currentPractice"]["id"], json!(self.practice_id));
+    }
+}
+
+impl Raw {
+    async fn from(response: reqwest::Response) -> Raw {
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.bytes().await.expect("body");
+        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Raw {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    /// The `extensions.code` of the first error.
+    pub fn code(&self) -> &str {
+        error_code(&self.body)
+    }
+}
+
+/// The `extensions.code` of a response's first error, or "" if it has none.
+pub fn error_code(body: &Value) -> &str {
+    body["errors"][0]["extensions"]["code"]
+        .as_str()
+        .unwrap_or("")
+}
+
+/// The message of a response's first error.
+pub fn error_message(body: &Value) -> &str {
+    body["errors"][0]["message"].as_str().unwrap_or("")
+}

@@ -1,0 +1,300 @@
+//! GraphQL over HTTP: methods, media types, status codes, bad input, restarts.
+
+use practice_api::config::ServeConfig;
+use reqwest::StatusCode;
+use reqwest::header::{ACCEPT, CONTENT_TYPE};
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, error_code};
+
+const GQLR: &str = "application/graphql-response+json";
+
+fn content_type(raw: &crate::helpers::Raw) -> &str {
+    raw.headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}
+
+#[tokio::test]
+async fn malformed_bodies_get_400_with_a_reason() {
+    let app = TestApp::spawn().await;
+    for (body, says) in [
+        ("{\"query\": ", "not valid JSON"),
+        ("[{\"query\": \"{ __typename }\"}]", "batched requests"),
+        ("\"{ __typename }\"", "JSON object"),
+        ("{\"variables\": {}}", "no \"query\""),
+        ("{\"query\": 42}", "\"query\" must be a string"),
+        (
+            "{\"query\": \"{ __typename }\", \"variables\": \"x\"}",
+            "\"variables\" must be an object",
+        ),
+        (
+            "{\"query\": \"{ __typename }\", \"operationName\": 1}",
+            "\"operationName\" must be a string",
+        ),
+    ] {
+        let raw = app
+            .send(
+                app.client
+                    .post(&app.url)
+                    .header(CONTENT_TYPE, "application/json")
+                    .header("x-token", &app.admin_token)
+                    .body(body),
+            )
+            .await;
+        assert_eq!(raw.status, StatusCode::BAD_REQUEST, "{body}: {}", raw.body);
+        assert_eq!(raw.code(), "BAD_REQUEST", "{}", raw.body);
+        let message = raw.body["errors"][0]["message"].as_str().unwrap_or("");
+        assert!(message.contains(says), "{body}: {message}");
+    }
+    app.assert_serving().await;
+}
+
+#[tokio::test]
+async fn parse_and_validation_errors_by_media_type() {
+    let app = TestApp::spawn().await;
+    let cases = [
+        ("{ patients { ", "GRAPHQL_PARSE_FAILED"),
+        ("{ patients { nope } }", "GRAPHQL_VALIDATION_FAILED"),
+        ("{ nothing }", "GRAPHQL_VALIDATION_FAILED"),
+    ];
+    for (query, code) in cases {
+        for (accept, status) in [
+            ("application/json", StatusCode::OK),
+            (GQLR, StatusCode::BAD_REQUEST),
+        ] {
+            let raw = app
+                .send(
+                    app.client
+                        .post(&app.url)
+                        .header(ACCEPT, accept)
+                        .header("x-token", &app.admin_token)
+                        .json(&json!({ "query": query })),
+                )
+                .await;
+            assert_eq!(raw.status, status, "{query} as {accept}: {}", raw.body);
+            assert!(
+                content_type(&raw).starts_with(accept),
+                "{}",
+                content_type(&raw)
+            );
+            assert_eq!(raw.code(), code, "{}", raw.body);
+            assert!(
+                raw.body.get("data").is_none(),
+                "a request that did not run has no data"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn wrong_variable_types_and_absurd_ids() {
+    let app = TestApp::spawn().await;
+    let query = "query($id: ID!) { patient(id: $id) { id } }";
+    // Values of the wrong type fail validation; a missing value fails as the field runs.
+    for (vars, code) in [
+        (json!({ "id": { "a": 1 } }), "GRAPHQL_VALIDATION_FAILED"),
+        (json!({ "id": [1] }), "GRAPHQL_VALIDATION_FAILED"),
+        (json!({ "id": true }), "GRAPHQL_VALIDATION_FAILED"),
+        (json!({}), "BAD_USER_INPUT"),
+        (json!({ "id": null }), "GRAPHQL_VALIDATION_FAILED"),
+    ] {
+        let body = app.gql(Some(&app.admin_token), query, vars.clone()).await;
+        assert_eq!(error_code(&body), code, "{vars}: {body}");
+        assert!(body["data"]["patient"].is_null(), "{body}");
+    }
+    // Any string is a valid id: unknown ones are simply not found.
+    for id in [
+        json!(""),
+        json!("' OR 1=1 --"),
+        json!("../../etc/passwd"),
+        json!("\u{0}\u{1}"),
+        json!("🦀".repeat(1000)),
+        json!("x".repeat(200_000)),
+        json!(12345),
+    ] {
+        let body = app
+            .gql(Some(&app.admin_token), query, json!({ "id": id }))
+            .await;
+        assert_eq!(body, json!({ "data": { "patient": null } }));
+    }
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            "mutation($id: ID!) { deletePatient(id: $id) { data { id } error } }",
+            json!({ "id": "x".repeat(10_000) }),
+        )
+        .await;
+    assert!(
+        body["data"]["deletePatient"]["error"]
+            .as_str()
+            .expect("error")
+            .starts_with("No patient")
+    );
+    app.assert_serving().await;
+}
+
+#[tokio::test]
+async fn get_runs_queries_and_refuses_mutations() {
+    let app = TestApp::spawn().await;
+    let raw = app
+        .send(
+            app.client
+                .get(&app.url)
+                .query(&[("query", "query Q($n: Int) { patients(pagination: { pageSize: $n }) { pageInfo { pageSize } } }"), ("variables", "{\"n\": 5}")])
+                .header("x-token", &app.admin_token),
+        )
+        .await;
+    assert_eq!(raw.status, StatusCode::OK, "{}", raw.body);
+    assert_eq!(
+        raw.body["data"]["patients"]["pageInfo"]["pageSize"],
+        json!(5)
+    );
+
+    let raw = app
+        .send(
+            app.client
+                .get(&app.url)
+                .query(&[("query", "mutation { createLabel(title: \"X\") { error } }")])
+                .header("x-token", &app.admin_token),
+        )
+        .await;
+    assert_eq!(raw.status, StatusCode::METHOD_NOT_ALLOWED, "{}", raw.body);
+    assert_eq!(
+        raw.headers.get("allow").and_then(|v| v.to_str().ok()),
+        Some("POST")
+    );
+    let labels = app.ok("{ labels { data { id } } }", json!({})).await;
+    assert_eq!(labels["labels"]["data"], json!([]), "nothing was written");
+}
+
+#[tokio::test]
+async fn content_type_accept_and_size_are_checked() {
+    let app = TestApp::spawn_with(ServeConfig {
+        max_body_bytes: 4096,
+        ..ServeConfig::default()
+    })
+    .await;
+    let raw = app
+        .send(
+            app.client
+                .post(&app.url)
+                .header(CONTENT_TYPE, "text/plain")
+                .header("x-token", &app.admin_token)
+                .body("{\"query\": \"{ __typename }\"}"),
+        )
+        .await;
+    assert_eq!(raw.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+
+    let raw = app
+        .send(
+            app.client
+                .post(&app.url)
+                .header(ACCEPT, "text/csv")
+                .header("x-token", &app.admin_token)
+                .json(&json!({ "query": "{ __typename }" })),
+        )
+        .await;
+    assert_eq!(raw.status, StatusCode::NOT_ACCEPTABLE);
+
+    let raw = app
+        .post_json(
+            Some(&app.admin_token),
+            &json!({ "query": format!("{{ __typename }} #{}", "x".repeat(5000)) }),
+        )
+        .await;
+    assert_eq!(raw.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(
+        raw.body["errors"][0]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("4096 bytes")
+    );
+
+    let raw = app
+        .send(
+            app.client
+                .post(&app.url)
+                .header(ACCEPT, GQLR)
+                .header(CONTENT_TYPE, "application/json; charset=utf-8")
+                .header("x-token", &app.admin_token)
+                .body("{\"query\": \"{ __typename }\"}"),
+        )
+        .await;
+    assert_eq!(raw.status, StatusCode::OK);
+    assert!(content_type(&raw).starts_with(GQLR));
+    assert_eq!(raw.body, json!({ "data": { "__typename": "Query" } }));
+    assert!(raw.headers.contains_key("x-request-id"));
+}
+
+#[tokio::test]
+async fn unauthenticated_is_401_under_graphql_response_json() {
+    let app = TestApp::spawn().await;
+    let raw = app
+        .send(
+            app.client
+                .post(&app.url)
+                .header(ACCEPT, GQLR)
+                .json(&json!({ "query": "{ patients { data { id } } }" })),
+        )
+        .await;
+    assert_eq!(raw.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(raw.code(), "UNAUTHENTICATED");
+    // Without a token, a typo gets no "did you mean" hints about the schema.
+    let raw = app
+        .post_json(None, &json!({ "query": "{ patiens { data { id } } }" }))
+        .await;
+    assert_eq!(raw.code(), "UNAUTHENTICATED", "{}", raw.body);
+}
+
+#[tokio::test]
+async fn concurrent_label_adds_write_once() {
+    let app = TestApp::spawn().await;
+    let id = app.patient("Jane", "Doe").await;
+    let label = app.label("VIP").await;
+    let body = json!({
+        "query": "mutation($p: ID!, $l: ID!) { addPatientLabel(patientId: $p, labelReferenceId: $l) { data { id } error } }",
+        "variables": { "p": id, "l": label }
+    });
+    let requests = (0..20).map(|_| app.post_json(Some(&app.admin_token), &body));
+    let results = futures_util::future::join_all(requests).await;
+    let mut added = 0;
+    for raw in &results {
+        assert_eq!(raw.status, StatusCode::OK, "{}", raw.body);
+        assert!(raw.body.get("errors").is_none(), "{}", raw.body);
+        let payload = &raw.body["data"]["addPatientLabel"];
+        if payload["error"] == Value::Null {
+            added += 1;
+        } else {
+            assert_eq!(
+                payload["error"],
+                "The label \"VIP\" is already on this patient"
+            );
+        }
+    }
+    assert_eq!(added, 1);
+}
+
+#[tokio::test]
+async fn data_survives_a_restart() {
+    let mut app = TestApp::spawn().await;
+    let id = app.patient("Jane", "Doe").await;
+    let label = app.label("VIP").await;
+    app.ok(
+        "mutation($p: ID!, $l: ID!) { addPatientLabel(patientId: $p, labelReferenceId: $l) { error } }",
+        json!({ "p": id, "l": label }),
+    )
+    .await;
+    app.restart().await;
+    let data = app
+        .ok(
+            "query($id: ID!) { patient(id: $id) { firstName labels { text } } }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert_eq!(
+        data["patient"],
+        json!({ "firstName": "Jane", "labels": [{ "text": "VIP" }] })
+    );
+}

@@ -1,0 +1,10 @@
+//! Black-box tests over real HTTP: each starts the server on port 0 over a fresh database.
+
+mod helpers;
+
+mod auth;
+mod cli;
+mod http;
+mod patients;
+mod practices;
+mod spec_examples;

@@ -1,0 +1,438 @@
+//! Patients and labels: the lifecycle, paging, search and labels.
+
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, error_code, error_message};
+
+const ALL_FIELDS: &str = "id title status firstName lastName fullName dob gender sex email \
+    phones { phoneType phoneNumber } address { address city postcode country } \
+    labels { id referenceId text color } archived archiveReason deleted comments createdAt updatedAt";
+
+async fn patient(app: &TestApp, id: &str) -> Value {
+    let data = app
+        .ok(
+            &format!("query($id: ID!) {{ patient(id: $id) {{ {ALL_FIELDS} }} }}"),
+            json!({ "id": id }),
+        )
+        .await;
+    data["patient"].clone()
+}
+
+async fn list(app: &TestApp, args: &str) -> Value {
+    let data = app
+        .ok(
+            &format!("{{ patients{args} {{ data {{ id firstName lastName }} pageInfo {{ page pageSize hasMore }} }} }}"),
+            json!({}),
+        )
+        .await;
+    data["patients"].clone()
+}
+
+fn ids(page: &Value) -> Vec<String> {
+    page["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .map(|p| p["id"].as_str().expect("id").to_string())
+        .collect()
+}
+
+async fn mutate(app: &TestApp, query: &str, vars: Value) -> Value {
+    let data = app.ok(query, vars).await;
+    data.as_object()
+        .expect("data")
+        .values()
+        .next()
+        .expect("field")
+        .clone()
+}
+
+#[tokio::test]
+async fn create_read_update_archive_delete() {
+    let app = TestApp::spawn().await;
+    let vip = app.label("VIP").await;
+    let created = mutate(
+        &app,
+        "mutation($d: CreatePatientDataInput!) { createPatient(patientData: $d) { data { id } error } }",
+        json!({ "d": {
+            "title": "Mrs", "first": " Jane ", "last": "Doe", "email": "Jane.Doe@Example.com",
+            "dob": "1990-04-12", "gender": "woman", "sex": "female", "address": "1 High St",
+            "city": "York", "postcode": "YO1 1AA", "country": "UK", "phoneType": "mobile",
+            "phoneNumber": "07700 900123", "labels": [vip, vip], "comments": "Prefers mornings"
+        }}),
+    )
+    .await;
+    let id = created["data"]["id"].as_str().expect("id").to_string();
+    let p = patient(&app, &id).await;
+    assert_eq!(p["firstName"], "Jane", "trimmed");
+    assert_eq!(p["fullName"], "Jane Doe");
+    assert_eq!(p["email"], "jane.doe@example.com");
+    assert_eq!(p["dob"], "1990-04-12");
+    assert_eq!(p["status"], "active");
+    assert_eq!(
+        p["phones"],
+        json!([{ "phoneType": "mobile", "phoneNumber": "07700 900123" }])
+    );
+    assert_eq!(
+        p["address"],
+        json!({ "address": "1 High St", "city": "York", "postcode": "YO1 1AA", "country": "UK" })
+    );
+    assert_eq!(
+        p["labels"].as_array().expect("labels").len(),
+        1,
+        "repeated label once"
+    );
+    assert_eq!(p["labels"][0]["referenceId"], json!(vip));
+    assert_eq!(p["comments"], "Prefers mornings");
+    let created_at = p["createdAt"].as_str().expect("createdAt").to_string();
+    assert!(created_at.ends_with('Z'), "{created_at}");
+
+    // Omitted fields stay, null clears, values set.
+    let updated = mutate(
+        &app,
+        "mutation($id: ID!) { updatePatient(id: $id, patientData: { last: \"Smith\", email: null, city: \"Leeds\" }) { data { lastName email city: address { city } title } error } }",
+        json!({ "id": id }),
+    )
+    .await;
+    assert_eq!(
+        updated["data"],
+        json!({ "lastName": "Smith", "email": null, "city": { "city": "Leeds" }, "title": "Mrs" })
+    );
+    let cleared = app
+        .gql(
+            Some(&app.admin_token),
+            "mutation($id: ID!) { updatePatient(id: $id, patientData: { first: null }) { error } }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert_eq!(error_code(&cleared), "BAD_USER_INPUT", "{cleared}");
+
+    // Archive: out of the list unless asked for.
+    let archived = mutate(
+        &app,
+        "mutation($id: ID!) { archivePatient(id: $id, reason: \"Moved away\") { data { archived archiveReason status } error } }",
+        json!({ "id": id }),
+    )
+    .await;
+    assert_eq!(
+        archived["data"],
+        json!({ "archived": true, "archiveReason": "Moved away", "status": "archived" })
+    );
+    let again = mutate(
+        &app,
+        "mutation($id: ID!) { archivePatient(id: $id) { data { id } error } }",
+        json!({ "id": id }),
+    )
+    .await;
+    assert_eq!(again["error"], "This patient is already archived");
+    assert!(ids(&list(&app, "").await).is_empty());
+    assert_eq!(
+        ids(&list(&app, "(options: { includeArchived: true })").await),
+        vec![id.clone()]
+    );
+    let unarchived = mutate(
+        &app,
+        "mutation($id: ID!) { unarchivePatient(id: $id) { data { archived status } error } }",
+        json!({ "id": id }),
+    )
+    .await;
+    assert_eq!(
+        unarchived["data"],
+        json!({ "archived": false, "status": "active" })
+    );
+    assert_eq!(ids(&list(&app, "").await), vec![id.clone()]);
+
+    // Delete: a soft delete; the record stays readable and can no longer change.
+    let deleted = mutate(
+        &app,
+        "mutation($id: ID!) { deletePatient(id: $id) { data { deleted status } error } }",
+        json!({ "id": id }),
+    )
+    .await;
+    assert_eq!(
+        deleted["data"],
+        json!({ "deleted": true, "status": "deleted" })
+    );
+    assert!(ids(&list(&app, "").await).is_empty());
+    assert_eq!(
+        ids(&list(&app, "(options: { includeDeleted: true })").await),
+        vec![id.clone()]
+    );
+    assert_eq!(patient(&app, &id).await["deleted"], json!(true));
+    for mutation in [
+        "mutation($id: ID!) { updatePatient(id: $id, patientData: { first: \"X\" }) { data { id } error } }",
+        "mutation($id: ID!) { deletePatient(id: $id) { data { id } error } }",
+        "mutation($id: ID!) { archivePatient(id: $id) { data { id } error } }",
+    ] {
+        let refused = mutate(&app, mutation, json!({ "id": id })).await;
+        assert_eq!(
+            refused,
+            json!({ "data": null, "error": "This patient has been deleted and can no longer be changed" })
+        );
+    }
+    let p = patient(&app, &id).await;
+    assert_eq!(p["firstName"], "Jane", "unchanged after refusals");
+}
+
+#[tokio::test]
+async fn paging_to_the_end() {
+    let app = TestApp::spawn().await;
+    let mut made = Vec::new();
+    for i in 0..7 {
+        made.push(app.patient("Pat", &format!("Page{i}")).await);
+    }
+    let mut seen = Vec::new();
+    for (page, more) in [(1, true), (2, true), (3, false)] {
+        let result = list(
+            &app,
+            &format!("(pagination: {{ page: {page}, pageSize: 3 }})"),
+        )
+        .await;
+        assert_eq!(
+            result["pageInfo"],
+            json!({ "page": page, "pageSize": 3, "hasMore": more })
+        );
+        seen.extend(ids(&result));
+    }
+    assert_eq!(seen, made, "every patient once, by last name");
+    let past = list(&app, "(pagination: { page: 4, pageSize: 3 })").await;
+    assert_eq!(past["data"], json!([]));
+    assert_eq!(past["pageInfo"]["hasMore"], json!(false));
+    let default = list(&app, "").await;
+    assert_eq!(
+        default["pageInfo"],
+        json!({ "page": 1, "pageSize": 25, "hasMore": false })
+    );
+
+    for (args, says) in [
+        (
+            "(pagination: { pageSize: 0 })",
+            "pageSize must be between 1 and 100, got 0",
+        ),
+        (
+            "(pagination: { pageSize: 101 })",
+            "pageSize must be between 1 and 100, got 101",
+        ),
+        ("(pagination: { page: 0 })", "page must be 1 or more, got 0"),
+    ] {
+        let body = app
+            .gql(
+                Some(&app.admin_token),
+                &format!("{{ patients{args} {{ data {{ id }} }} }}"),
+                json!({}),
+            )
+            .await;
+        assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+        assert_eq!(error_message(&body), says);
+    }
+}
+
+#[tokio::test]
+async fn search_matches_names_email_and_date_of_birth() {
+    let app = TestApp::spawn().await;
+    let jane = app
+        .patient_with(
+            &app.admin_token,
+            json!({ "first": "Jane", "last": "Doe", "email": "jd@example.com", "dob": "1990-04-12" }),
+        )
+        .await;
+    let emile = app
+        .patient_with(
+            &app.admin_token,
+            json!({ "first": "Émile", "last": "Zola_100%" }),
+        )
+        .await;
+    let john = app
+        .patient_with(
+            &app.admin_token,
+            json!({ "first": "John", "last": "Smith", "email": "js@other.org" }),
+        )
+        .await;
+    let search = |text: &str| {
+        let text = text.to_string();
+        let app = &app;
+        async move {
+            let data = app
+                .ok(
+                    "query($s: String) { patients(search: $s) { data { id } } }",
+                    json!({ "s": text }),
+                )
+                .await;
+            ids(&data["patients"])
+        }
+    };
+    assert_eq!(search("jane").await, vec![jane.clone()]);
+    assert_eq!(search("DOE").await, vec![jane.clone()]);
+    assert_eq!(search("jane doe").await, vec![jane.clone()]);
+    assert_eq!(search("JD@EXAMPLE").await, vec![jane.clone()]);
+    assert_eq!(search("1990-04-12").await, vec![jane.clone()]);
+    assert_eq!(search("émile").await, vec![emile.clone()]);
+    assert_eq!(search("ÉMILE").await, vec![emile.clone()]);
+    assert_eq!(search("100%").await, vec![emile.clone()], "% is literal");
+    assert_eq!(search("a_1").await, vec![emile.clone()], "_ is literal");
+    assert_eq!(search("other.org").await, vec![john.clone()]);
+    assert!(search("nobody").await.is_empty());
+    assert_eq!(search("  ").await.len(), 3, "a blank search is no search");
+    let long = app
+        .gql(
+            Some(&app.admin_token),
+            "query($s: String) { patients(search: $s) { data { id } } }",
+            json!({ "s": "x".repeat(101) }),
+        )
+        .await;
+    assert_eq!(error_code(&long), "BAD_USER_INPUT", "{long}");
+}
+
+#[tokio::test]
+async fn labels_on_patients() {
+    let app = TestApp::spawn().await;
+    let id = app.patient("Jane", "Doe").await;
+    let vip = app.label("VIP").await;
+    let allergy = app.label("Allergy").await;
+    let add = "mutation($p: ID!, $l: ID!) { addPatientLabel(patientId: $p, labelReferenceId: $l) { data { id labels { id referenceId text } } error } }";
+
+    let first = mutate(&app, add, json!({ "p": id, "l": vip })).await;
+    assert_eq!(first["error"], Value::Null);
+    assert_eq!(first["data"]["id"], json!(id));
+    let twice = mutate(&app, add, json!({ "p": id, "l": vip })).await;
+    assert_eq!(
+        twice,
+        json!({ "data": null, "error": "The label \"VIP\" is already on this patient" })
+    );
+    mutate(&app, add, json!({ "p": id, "l": allergy })).await;
+    let labels = patient(&app, &id).await["labels"].clone();
+    assert_eq!(labels.as_array().expect("labels").len(), 2, "{labels}");
+    assert_eq!(labels[0]["text"], "VIP");
+    assert_eq!(labels[1]["text"], "Allergy");
+
+    let unknown = mutate(&app, add, json!({ "p": id, "l": "no-such-label" })).await;
+    assert_eq!(
+        unknown["error"],
+        "No label with id no-such-label: create it with createLabel first"
+    );
+    let no_patient = mutate(&app, add, json!({ "p": "no-such-patient", "l": vip })).await;
+    assert_eq!(no_patient["error"], "No patient with id no-such-patient");
+
+    // Remove by the PatientLabel id; removing again is refused.
+    let remove = "mutation($p: ID!, $l: ID!) { removePatientLabel(patientId: $p, labelId: $l) { data { labels { text } } error } }";
+    let place = labels[0]["id"].as_str().expect("id").to_string();
+    let removed = mutate(&app, remove, json!({ "p": id, "l": place })).await;
+    assert_eq!(removed["data"]["labels"], json!([{ "text": "Allergy" }]));
+    let again = mutate(&app, remove, json!({ "p": id, "l": place })).await;
+    assert_eq!(
+        again["error"],
+        json!(format!("This patient has no label with id {place}"))
+    );
+
+    // Renaming a label shows on the patient; deleting it takes it off.
+    let renamed = mutate(
+        &app,
+        "mutation($l: ID!) { updateLabel(id: $l, title: \"Allergic\") { data { title color } error } }",
+        json!({ "l": allergy }),
+    )
+    .await;
+    assert_eq!(
+        renamed["data"],
+        json!({ "title": "Allergic", "color": "#123456" })
+    );
+    assert_eq!(patient(&app, &id).await["labels"][0]["text"], "Allergic");
+    mutate(
+        &app,
+        "mutation($l: ID!) { deleteLabel(id: $l) { data { id } error } }",
+        json!({ "l": allergy }),
+    )
+    .await;
+    assert_eq!(patient(&app, &id).await["labels"], json!([]));
+
+    // Titles are unique; colours are checked.
+    let dup = mutate(
+        &app,
+        "mutation { createLabel(title: \"VIP\") { data { id } error } }",
+        json!({}),
+    )
+    .await;
+    assert_eq!(dup["error"], "A label titled \"VIP\" already exists");
+    let bad = app
+        .gql(
+            Some(&app.admin_token),
+            "mutation { createLabel(title: \"X\", color: \"red;\") { error } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(error_code(&bad), "BAD_USER_INPUT", "{bad}");
+    let listed = app
+        .ok(
+            "{ labels { data { title } pageInfo { hasMore } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(listed["labels"]["data"], json!([{ "title": "VIP" }]));
+}
+
+#[tokio::test]
+async fn creating_with_an_unknown_label_writes_nothing() {
+    let app = TestApp::spawn().await;
+    let created = mutate(
+        &app,
+        "mutation { createPatient(patientData: { first: \"A\", last: \"B\", labels: [\"nope\"] }) { data { id } error } }",
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        created,
+        json!({ "data": null, "error": "No label with id nope: create it with createLabel first" })
+    );
+    assert!(
+        ids(&list(
+            &app,
+            "(options: { includeDeleted: true, includeArchived: true })"
+        )
+        .await)
+        .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn invalid_patient_data_is_a_clear_error() {
+    let app = TestApp::spawn().await;
+    for (data, says) in [
+        (
+            json!({ "first": " ", "last": "B" }),
+            "patientData.first must not be empty",
+        ),
+        (
+            json!({ "first": "A", "last": "B", "email": "not-an-email" }),
+            "patientData.email must be an email address",
+        ),
+        (
+            json!({ "first": "A", "last": "B", "dob": "2999-01-01" }),
+            "patientData.dob must not be in the future",
+        ),
+        (
+            json!({ "first": "A".repeat(201), "last": "B" }),
+            "patientData.first must have at most 200 characters",
+        ),
+    ] {
+        let body = app
+            .gql(
+                Some(&app.admin_token),
+                "mutation($d: CreatePatientDataInput!) { createPatient(patientData: $d) { data { id } } }",
+                json!({ "d": data }),
+            )
+            .await;
+        assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+        assert!(error_message(&body).starts_with(says), "{body}");
+    }
+    let bad_date = app
+        .gql(
+            Some(&app.admin_token),
+            "mutation($d: CreatePatientDataInput!) { createPatient(patientData: $d) { data { id } } }",
+            json!({ "d": { "first": "A", "last": "B", "dob": "1990-13-01" } }),
+        )
+        .await;
+    assert_eq!(error_code(&bad_date), "BAD_USER_INPUT", "{bad_date}");
+    assert!(
+        error_message(&bad_date).contains("YYYY-MM-DD"),
+        "{bad_date}"
+    );
+}

@@ -1,0 +1,83 @@
+//! The examples of the specification, sent as the specification shows them.
+
+use serde_json::json;
+
+use crate::helpers::{PASSWORD, TestApp};
+
+#[tokio::test]
+async fn sign_in_without_a_token_returns_a_token_that_works() {
+    let app = TestApp::spawn().await;
+    let email = app.user("admin", "ada@example.com").await;
+    // No x-token header on this call.
+    let body = app
+        .gql(
+            None,
+            &format!(
+                "mutation {{ signIn(email: \"{email}\", password: \"{PASSWORD}\") {{ token }} }}"
+            ),
+            json!(null),
+        )
+        .await;
+    let token = body["data"]["signIn"]["token"].as_str().expect("token");
+    let me = app
+        .gql(Some(token), "{ currentUser { email role } }", json!({}))
+        .await;
+    assert_eq!(
+        me["data"]["currentUser"],
+        json!({ "email": email, "role": "admin" })
+    );
+}
+
+#[tokio::test]
+async fn patient_query_with_a_token() {
+    let app = TestApp::spawn().await;
+    let id = app
+        .patient_with(
+            &app.admin_token,
+            json!({ "first": "Jane", "last": "Doe", "email": "jane@example.com" }),
+        )
+        .await;
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            &format!("query {{ patient(id: \"{id}\") {{ firstName email }} }}"),
+            json!(null),
+        )
+        .await;
+    assert_eq!(
+        body,
+        json!({ "data": { "patient": { "firstName": "Jane", "email": "jane@example.com" } } })
+    );
+}
+
+#[tokio::test]
+async fn named_add_patient_label_with_variables() {
+    let app = TestApp::spawn().await;
+    let patient = app.patient("Jane", "Doe").await;
+    let label = app.label("VIP").await;
+    let raw = app
+        .post_json(
+            Some(&app.admin_token),
+            &json!({
+                "query": "mutation addPatientLabel($patientId: ID!, $labelReferenceId: ID!) {\n  addPatientLabel(patientId: $patientId, labelReferenceId: $labelReferenceId) {\n    data { id }\n    error\n  }\n}",
+                "variables": { "patientId": patient, "labelReferenceId": label },
+                "operationName": "addPatientLabel"
+            }),
+        )
+        .await;
+    assert_eq!(
+        raw.body,
+        json!({ "data": { "addPatientLabel": { "data": { "id": patient }, "error": null } } })
+    );
+    // The label is now on the patient.
+    let data = app
+        .ok(
+            "query($id: ID!) { patient(id: $id) { labels { referenceId text color } } }",
+            json!({ "id": patient }),
+        )
+        .await;
+    assert_eq!(
+        data["patient"]["labels"],
+        json!([{ "referenceId": label, "text": "VIP", "color": "#123456" }])
+    );
+}
