@@ -5,7 +5,7 @@ use async_graphql::{Context, ID, Object, Result, SimpleObject};
 use super::access::authorize;
 use super::error::{OrFail, bad_input};
 use super::input::{MAX_LINE_CHARS, optional_text, required_text};
-use super::pagination::{PageInfo, Pagination};
+use super::pagination::{PageInfo, Pagination, items};
 use super::payload::ResponsePayload;
 use super::store;
 use crate::auth::OperationKind;
@@ -37,8 +37,9 @@ impl From<stored::Label> for Label {
 #[derive(SimpleObject)]
 pub struct LabelData {
     /// The labels on this page, by title.
-    pub data: Vec<Label>,
-    pub page_info: PageInfo,
+    pub data: Option<Vec<Option<Label>>>,
+    /// Where this page sits in the list.
+    pub page_info: Option<PageInfo>,
 }
 
 /// Checks a colour: `#rgb` or `#rrggbb`.
@@ -75,7 +76,7 @@ impl LabelQueries {
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "Which page; default page 1 of 25.")] pagination: Option<Pagination>,
-    ) -> Result<LabelData> {
+    ) -> Result<Option<LabelData>> {
         let principal = authorize(ctx, OperationKind::Query)?;
         let page = Pagination::request(pagination)?;
         let result = store(ctx)
@@ -83,10 +84,10 @@ impl LabelQueries {
             .list_labels(page)
             .await
             .or_fail()?;
-        Ok(LabelData {
-            page_info: PageInfo::of(page, &result),
-            data: result.items.into_iter().map(Label::from).collect(),
-        })
+        Ok(Some(LabelData {
+            page_info: Some(PageInfo::of(page, &result)),
+            data: items(result.items, Label::from),
+        }))
     }
 }
 
@@ -103,7 +104,7 @@ impl LabelMutations {
         #[graphql(desc = "The title, 1 to 200 characters, unique within the practice.")]
         title: String,
         #[graphql(desc = "A hex colour such as #e11d48.")] color: Option<String>,
-    ) -> Result<ResponsePayload<Label>> {
+    ) -> Result<Option<ResponsePayload<Label>>> {
         let principal = authorize(ctx, OperationKind::Mutation)?;
         let title = required_text("title", title, MAX_LINE_CHARS)?;
         let color = self::color(color)?;
@@ -112,7 +113,7 @@ impl LabelMutations {
             .create_label(&title, color.as_deref())
             .await
             .or_fail()?;
-        Ok(respond("", change))
+        Ok(Some(respond("", change)))
     }
 
     /// Changes a label's title or colour; the change shows on every patient with the label.
@@ -123,7 +124,7 @@ impl LabelMutations {
         #[graphql(desc = "The label's id.")] id: ID,
         #[graphql(desc = "A new title; omitted leaves it.")] title: Option<String>,
         #[graphql(desc = "A new colour; omitted leaves it.")] color: Option<String>,
-    ) -> Result<ResponsePayload<Label>> {
+    ) -> Result<Option<ResponsePayload<Label>>> {
         let principal = authorize(ctx, OperationKind::Mutation)?;
         let title = match title {
             Some(t) => Some(required_text("title", t, MAX_LINE_CHARS)?),
@@ -135,7 +136,7 @@ impl LabelMutations {
             .update_label(&id, title.as_deref(), color.as_deref())
             .await
             .or_fail()?;
-        Ok(respond(&id, change))
+        Ok(Some(respond(&id, change)))
     }
 
     /// Removes a label from the catalogue and from every patient that has it. Needs
@@ -144,16 +145,16 @@ impl LabelMutations {
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "The label's id.")] id: ID,
-    ) -> Result<ResponsePayload<Label>> {
+    ) -> Result<Option<ResponsePayload<Label>>> {
         let principal = authorize(ctx, OperationKind::Mutation)?;
         let deleted = store(ctx)
             .practice(&principal.practice_id)
             .delete_label(&id)
             .await
             .or_fail()?;
-        Ok(respond(
+        Ok(Some(respond(
             &id,
             deleted.map_or(LabelChange::NotFound, LabelChange::Done),
-        ))
+        )))
     }
 }

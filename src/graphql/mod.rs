@@ -207,6 +207,47 @@ mod tests {
         assert_eq!(roots.len(), access::OPERATIONS.len(), "{roots:?}");
     }
 
+    /// Every type, field and argument has a description: it is the API's reference.
+    #[test]
+    fn everything_is_described() {
+        use async_graphql::parser::types::TypeSystemDefinition;
+        let doc = async_graphql::parser::parse_schema(sdl()).expect("sdl parses");
+        let mut missing = Vec::new();
+        for def in doc.definitions {
+            let TypeSystemDefinition::Type(t) = def else {
+                continue;
+            };
+            let name = t.node.name.node.to_string();
+            if t.node.description.is_none() {
+                missing.push(name.clone());
+            }
+            match &t.node.kind {
+                TypeKind::Object(object) => {
+                    for field in &object.fields {
+                        let field_name = format!("{name}.{}", field.node.name.node);
+                        if field.node.description.is_none() {
+                            missing.push(field_name.clone());
+                        }
+                        for arg in &field.node.arguments {
+                            if arg.node.description.is_none() {
+                                missing.push(format!("{field_name}({})", arg.node.name.node));
+                            }
+                        }
+                    }
+                }
+                TypeKind::InputObject(input) => {
+                    for field in &input.fields {
+                        if field.node.description.is_none() {
+                            missing.push(format!("{name}.{}", field.node.name.node));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        assert!(missing.is_empty(), "undescribed: {missing:#?}");
+    }
+
     fn build_schema_for_test() -> ApiSchema {
         Schema::build(Query::default(), Mutation::default(), EmptySubscription).finish()
     }

@@ -40,6 +40,11 @@ impl Pagination {
     }
 }
 
+/// A page's items as the contract types lists: `[X]`.
+pub fn items<S, T>(rows: Vec<S>, wrap: impl Fn(S) -> T) -> Option<Vec<Option<T>>> {
+    Some(rows.into_iter().map(|row| Some(wrap(row))).collect())
+}
+
 /// Where a page sits in its list.
 #[derive(SimpleObject, Clone, Copy, Debug)]
 pub struct PageInfo {

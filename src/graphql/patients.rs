@@ -10,7 +10,7 @@ use super::access::authorize;
 use super::error::{OrFail, bad_input, store_failed};
 use super::input::{MAX_LINE_CHARS, MAX_TEXT_CHARS, email, optional_text, patch, required_text};
 use super::options::QueryOptions;
-use super::pagination::{PageInfo, Pagination};
+use super::pagination::{PageInfo, Pagination, items};
 use super::payload::ResponsePayload;
 use super::scalars::{Date, DateTime};
 use super::store;
@@ -29,8 +29,11 @@ pub struct Patient(pub stored::Patient);
 pub struct Address {
     /// Street and number.
     pub address: Option<String>,
+    /// Town or city.
     pub city: Option<String>,
+    /// Postal code.
     pub postcode: Option<String>,
+    /// Country.
     pub country: Option<String>,
 }
 
@@ -39,6 +42,7 @@ pub struct Address {
 pub struct Phone {
     /// What kind of phone it is, e.g. "mobile", "home", "work".
     pub phone_type: Option<String>,
+    /// The number, as given.
     pub phone_number: Option<String>,
 }
 
@@ -68,18 +72,20 @@ impl Patient {
         self.0.fields.title.as_deref()
     }
     /// "active", "archived" or "deleted".
-    async fn status(&self) -> &str {
-        if self.0.deleted_at.is_some() {
+    async fn status(&self) -> Option<&str> {
+        Some(if self.0.deleted_at.is_some() {
             "deleted"
         } else if self.0.archived_at.is_some() {
             "archived"
         } else {
             "active"
-        }
+        })
     }
+    /// First (given) name.
     async fn first_name(&self) -> Option<&str> {
         Some(&self.0.fields.first_name)
     }
+    /// Last (family) name.
     async fn last_name(&self) -> Option<&str> {
         Some(&self.0.fields.last_name)
     }
@@ -107,51 +113,48 @@ impl Patient {
         self.0.fields.email.as_deref()
     }
     /// Phone numbers (at most one is kept today).
-    async fn phones(&self) -> Vec<Phone> {
+    async fn phones(&self) -> Option<Vec<Option<Phone>>> {
         let f = &self.0.fields;
         if f.phone_number.is_none() && f.phone_type.is_none() {
-            return Vec::new();
+            return Some(Vec::new());
         }
-        vec![Phone {
+        Some(vec![Some(Phone {
             phone_type: f.phone_type.clone(),
             phone_number: f.phone_number.clone(),
-        }]
+        })])
     }
     /// Postal address.
-    async fn address(&self) -> Address {
+    async fn address(&self) -> Option<Address> {
         let f = &self.0.fields;
-        Address {
+        Some(Address {
             address: f.address.clone(),
             city: f.city.clone(),
             postcode: f.postcode.clone(),
             country: f.country.clone(),
-        }
+        })
     }
     /// Free-text notes on the patient.
     async fn comments(&self) -> Option<&str> {
         self.0.fields.comments.as_deref()
     }
     /// The labels on the patient, in the order they were put on.
-    async fn labels(&self, ctx: &Context<'_>) -> Result<Vec<PatientLabel>> {
+    async fn labels(&self, ctx: &Context<'_>) -> Result<Option<Vec<Option<PatientLabel>>>> {
         let loader = ctx.data_unchecked::<DataLoader<PatientLabelsLoader>>();
         let labels = loader
             .load_one(self.0.id.clone())
             .await
             .map_err(|e| store_failed(Arc::unwrap_or_clone(e).into_inner()))?
             .unwrap_or_default();
-        Ok(labels
-            .into_iter()
-            .map(|l| PatientLabel {
-                id: ID(l.id),
-                reference_id: ID(l.label_id),
-                text: Some(l.title),
-                color: l.color,
-            })
-            .collect())
+        Ok(items(labels, |l| PatientLabel {
+            id: ID(l.id),
+            reference_id: ID(l.label_id),
+            text: Some(l.title),
+            color: l.color,
+        }))
     }
     /// True when the patient is archived: kept, but left out of lists unless asked for.
-    async fn archived(&self) -> bool {
-        self.0.archived_at.is_some()
+    async fn archived(&self) -> Option<bool> {
+        Some(self.0.archived_at.is_some())
     }
     /// Why the patient was archived, as given to archivePatient.
     async fn archive_reason(&self) -> Option<&str> {
@@ -163,14 +166,16 @@ impl Patient {
     }
     /// True when the patient was deleted (a soft delete: the record is kept, but left out of
     /// lists unless asked for, and can no longer be changed).
-    async fn deleted(&self) -> bool {
-        self.0.deleted_at.is_some()
+    async fn deleted(&self) -> Option<bool> {
+        Some(self.0.deleted_at.is_some())
     }
-    async fn created_at(&self) -> DateTime {
-        DateTime::from_ms(self.0.created_at)
+    /// When the patient was added.
+    async fn created_at(&self) -> Option<DateTime> {
+        Some(DateTime::from_ms(self.0.created_at))
     }
-    async fn updated_at(&self) -> DateTime {
-        DateTime::from_ms(self.0.updated_at)
+    /// When the patient's record last changed (labels included).
+    async fn updated_at(&self) -> Option<DateTime> {
+        Some(DateTime::from_ms(self.0.updated_at))
     }
 }
 
@@ -178,8 +183,9 @@ impl Patient {
 #[derive(SimpleObject)]
 pub struct PatientData {
     /// The patients on this page.
-    pub data: Vec<Patient>,
-    pub page_info: PageInfo,
+    pub data: Option<Vec<Option<Patient>>>,
+    /// Where this page sits in the list.
+    pub page_info: Option<PageInfo>,
 }
 
 /// Batches the labels of every patient in a response into one query.
@@ -227,15 +233,21 @@ pub struct CreatePatientDataInput {
     pub email: Option<String>,
     /// Date of birth; not in the future.
     pub dob: Option<Date>,
+    /// Gender, as the patient describes it.
     pub gender: Option<String>,
+    /// Sex, as recorded for clinical purposes.
     pub sex: Option<String>,
     /// Street and number.
     pub address: Option<String>,
+    /// Town or city.
     pub city: Option<String>,
+    /// Postal code.
     pub postcode: Option<String>,
+    /// Country.
     pub country: Option<String>,
     /// What kind of phone `phoneNumber` is, e.g. "mobile".
     pub phone_type: Option<String>,
+    /// Phone number.
     pub phone_number: Option<String>,
     /// Ids of labels of the catalogue (Label.id) to put on the patient.
     pub labels: Option<Vec<ID>>,
@@ -247,21 +259,35 @@ pub struct CreatePatientDataInput {
 /// name cannot be cleared). `labels`, when given, replaces the patient's labels.
 #[derive(InputObject)]
 pub struct UpdatePatientDataInput {
+    /// Form of address, e.g. "Mrs".
     pub title: MaybeUndefined<String>,
+    /// First name; cannot be cleared.
     pub first: MaybeUndefined<String>,
+    /// Last name; cannot be cleared.
     pub last: MaybeUndefined<String>,
+    /// Email address.
     pub email: MaybeUndefined<String>,
+    /// Date of birth; not in the future.
     pub dob: MaybeUndefined<Date>,
+    /// Gender, as the patient describes it.
     pub gender: MaybeUndefined<String>,
+    /// Sex, as recorded for clinical purposes.
     pub sex: MaybeUndefined<String>,
+    /// Street and number.
     pub address: MaybeUndefined<String>,
+    /// Town or city.
     pub city: MaybeUndefined<String>,
+    /// Postal code.
     pub postcode: MaybeUndefined<String>,
+    /// Country.
     pub country: MaybeUndefined<String>,
+    /// What kind of phone `phoneNumber` is, e.g. "mobile".
     pub phone_type: MaybeUndefined<String>,
+    /// Phone number.
     pub phone_number: MaybeUndefined<String>,
     /// Ids of catalogue labels (Label.id): the patient's labels become exactly these.
     pub labels: Option<Vec<ID>>,
+    /// Free-text notes.
     pub comments: MaybeUndefined<String>,
 }
 
@@ -487,7 +513,7 @@ impl PatientQueries {
         #[graphql(desc = "Which page; default page 1 of 25.")] pagination: Option<Pagination>,
         #[graphql(desc = "Which patients beyond the active ones to include, and date filters.")]
         options: Option<QueryOptions>,
-    ) -> Result<PatientData> {
+    ) -> Result<Option<PatientData>> {
         let principal = authorize(ctx, OperationKind::Query)?;
         let page = Pagination::request(pagination)?;
         let search = optional_text("search", search, MAX_SEARCH_CHARS)?;
@@ -504,10 +530,10 @@ impl PatientQueries {
             .list_patients(&filter, page)
             .await
             .or_fail()?;
-        Ok(PatientData {
-            page_info: PageInfo::of(page, &result),
-            data: result.items.into_iter().map(Patient).collect(),
-        })
+        Ok(Some(PatientData {
+            page_info: Some(PageInfo::of(page, &result)),
+            data: items(result.items, Patient),
+        }))
     }
 }
 
@@ -527,7 +553,7 @@ impl PatientMutations {
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "The new patient's data.")] patient_data: CreatePatientDataInput,
-    ) -> Result<ResponsePayload<Patient>> {
+    ) -> Result<Option<ResponsePayload<Patient>>> {
         let (principal, store) = authorized(ctx)?;
         let (fields, labels) = patient_data.into_fields()?;
         let change = store
@@ -535,7 +561,7 @@ impl PatientMutations {
             .create_patient(fields, &labels)
             .await
             .or_fail()?;
-        Ok(respond("", change))
+        Ok(Some(respond("", change)))
     }
 
     /// Changes a patient's data. Refused for a deleted patient. Needs `patients:write`.
@@ -545,7 +571,7 @@ impl PatientMutations {
         #[graphql(desc = "The patient's id.")] id: ID,
         #[graphql(desc = "The changes; omitted fields are left as they are.")]
         patient_data: UpdatePatientDataInput,
-    ) -> Result<ResponsePayload<Patient>> {
+    ) -> Result<Option<ResponsePayload<Patient>>> {
         let (principal, store) = authorized(ctx)?;
         let labels = patient_data.labels.clone().map(label_ids);
         let patch = patient_data.into_patch()?;
@@ -558,7 +584,7 @@ impl PatientMutations {
             })
             .await
             .or_fail()?;
-        Ok(respond(&id, change))
+        Ok(Some(respond(&id, change)))
     }
 
     /// Deletes a patient: a soft delete that keeps the record, marked `deleted`, out of lists
@@ -567,7 +593,7 @@ impl PatientMutations {
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "The patient's id.")] id: ID,
-    ) -> Result<ResponsePayload<Patient>> {
+    ) -> Result<Option<ResponsePayload<Patient>>> {
         let (principal, store) = authorized(ctx)?;
         let change = store
             .practice(&principal.practice_id)
@@ -578,7 +604,7 @@ impl PatientMutations {
             })
             .await
             .or_fail()?;
-        Ok(respond(&id, change))
+        Ok(Some(respond(&id, change)))
     }
 
     /// Archives a patient: kept, but left out of lists unless asked for. Needs
@@ -589,7 +615,7 @@ impl PatientMutations {
         #[graphql(desc = "The patient's id.")] id: ID,
         #[graphql(desc = "Why the patient is archived.")] reason: Option<String>,
         #[graphql(desc = "Free-text comments.")] comments: Option<String>,
-    ) -> Result<ResponsePayload<Patient>> {
+    ) -> Result<Option<ResponsePayload<Patient>>> {
         let (principal, store) = authorized(ctx)?;
         let reason = optional_text("reason", reason, MAX_LINE_CHARS)?;
         let comments = optional_text("comments", comments, MAX_TEXT_CHARS)?;
@@ -607,7 +633,7 @@ impl PatientMutations {
             })
             .await
             .or_fail()?;
-        Ok(respond(&id, change))
+        Ok(Some(respond(&id, change)))
     }
 
     /// Brings an archived patient back. Needs `patients:write`.
@@ -615,7 +641,7 @@ impl PatientMutations {
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "The patient's id.")] id: ID,
-    ) -> Result<ResponsePayload<Patient>> {
+    ) -> Result<Option<ResponsePayload<Patient>>> {
         let (principal, store) = authorized(ctx)?;
         let change = store
             .practice(&principal.practice_id)
@@ -631,7 +657,7 @@ impl PatientMutations {
             })
             .await
             .or_fail()?;
-        Ok(respond(&id, change))
+        Ok(Some(respond(&id, change)))
     }
 
     /// Puts a label of the catalogue on a patient, and returns the patient with it in
@@ -642,14 +668,14 @@ impl PatientMutations {
         ctx: &Context<'_>,
         #[graphql(desc = "The patient's id.")] patient_id: ID,
         #[graphql(desc = "The label's id in the catalogue (Label.id).")] label_reference_id: ID,
-    ) -> Result<ResponsePayload<Patient>> {
+    ) -> Result<Option<ResponsePayload<Patient>>> {
         let (principal, store) = authorized(ctx)?;
         let change = store
             .practice(&principal.practice_id)
             .add_patient_label(&patient_id, &label_reference_id)
             .await
             .or_fail()?;
-        Ok(respond(&patient_id, change))
+        Ok(Some(respond(&patient_id, change)))
     }
 
     /// Takes a label off a patient. Needs `patients:write`.
@@ -662,13 +688,13 @@ impl PatientMutations {
                           id (PatientLabel.referenceId) is accepted too."
         )]
         label_id: ID,
-    ) -> Result<ResponsePayload<Patient>> {
+    ) -> Result<Option<ResponsePayload<Patient>>> {
         let (principal, store) = authorized(ctx)?;
         let change = store
             .practice(&principal.practice_id)
             .remove_patient_label(&patient_id, &label_id)
             .await
             .or_fail()?;
-        Ok(respond(&patient_id, change))
+        Ok(Some(respond(&patient_id, change)))
     }
 }

@@ -4,15 +4,16 @@ use async_graphql::{Context, ID, Object, Result, SimpleObject};
 
 use super::access::{authorize, check_operation_exists};
 use super::error::{OrFail, bad_input};
+use super::pagination::items;
 use super::scalars::DateTime;
 use super::store;
 use crate::auth::{self, OperationKind, Permission, Permissions};
 use crate::store::tokens::{self as stored, TokenKind};
 
-/// An API token, for integrations where no one signs in. Its secret is shown once, when it
-/// is made; only a hash is kept.
 pub struct ApiToken(pub stored::Token);
 
+/// An API token, for integrations where no one signs in. Its secret is shown once, when it
+/// is made; only a hash is kept.
 #[Object]
 impl ApiToken {
     /// The token's id (not its secret): what revokeApiToken takes.
@@ -27,8 +28,9 @@ impl ApiToken {
     async fn permissions(&self) -> Vec<String> {
         self.0.permission_list()
     }
-    async fn created_at(&self) -> DateTime {
-        DateTime::from_ms(self.0.created_at)
+    /// When the token was made.
+    async fn created_at(&self) -> Option<DateTime> {
+        Some(DateTime::from_ms(self.0.created_at))
     }
     /// When the token was last used, to the minute; null if never.
     async fn last_used_at(&self) -> Option<DateTime> {
@@ -39,8 +41,8 @@ impl ApiToken {
         DateTime::from_opt(self.0.expires_at)
     }
     /// True once the token has been revoked: it is refused from then on.
-    async fn revoked(&self) -> bool {
-        self.0.revoked_at.is_some()
+    async fn revoked(&self) -> Option<bool> {
+        Some(self.0.revoked_at.is_some())
     }
 }
 
@@ -73,14 +75,14 @@ pub struct TokenQueries;
 #[Object]
 impl TokenQueries {
     /// The practice's API tokens, newest first, revoked ones included. Needs `settings`.
-    async fn api_tokens(&self, ctx: &Context<'_>) -> Result<Vec<ApiToken>> {
+    async fn api_tokens(&self, ctx: &Context<'_>) -> Result<Option<Vec<Option<ApiToken>>>> {
         let principal = authorize(ctx, OperationKind::Query)?;
         let tokens = store(ctx)
             .practice(&principal.practice_id)
             .list_api_tokens()
             .await
             .or_fail()?;
-        Ok(tokens.into_iter().map(ApiToken).collect())
+        Ok(items(tokens, ApiToken))
     }
 }
 
@@ -103,7 +105,7 @@ impl TokenMutations {
         #[graphql(desc = "When the token stops working; never if omitted.")] expires_at: Option<
             DateTime,
         >,
-    ) -> Result<ApiTokenPayload> {
+    ) -> Result<Option<ApiTokenPayload>> {
         let principal = authorize(ctx, OperationKind::Mutation)?;
         let permissions = parse_permissions(&permissions).map_err(bad_input)?;
         if let Some(p) = permissions
@@ -124,11 +126,11 @@ impl TokenMutations {
         .await
         .or_fail()?;
         match issued {
-            Ok((token, secret)) => Ok(ApiTokenPayload {
+            Ok((token, secret)) => Ok(Some(ApiTokenPayload {
                 data: Some(ApiToken(token)),
                 token: Some(secret),
                 error: None,
-            }),
+            })),
             Err(reason) => Err(bad_input(reason)),
         }
     }
@@ -139,14 +141,14 @@ impl TokenMutations {
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "The token's id (ApiToken.id), not its secret.")] id: ID,
-    ) -> Result<ApiTokenPayload> {
+    ) -> Result<Option<ApiTokenPayload>> {
         let principal = authorize(ctx, OperationKind::Mutation)?;
         let revoked = store(ctx)
             .practice(&principal.practice_id)
             .revoke_token(&id, TokenKind::Api)
             .await
             .or_fail()?;
-        Ok(match revoked {
+        Ok(Some(match revoked {
             Some(token) => ApiTokenPayload {
                 data: Some(ApiToken(token)),
                 ..Default::default()
@@ -155,6 +157,6 @@ impl TokenMutations {
                 error: Some(format!("No API token with id {}", id.as_str())),
                 ..Default::default()
             },
-        })
+        }))
     }
 }

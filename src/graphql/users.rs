@@ -4,17 +4,17 @@ use async_graphql::{Context, ID, Object, Result, SimpleObject};
 
 use super::access::authorize;
 use super::error::{OrFail, bad_input, internal, store_failed};
-use super::pagination::{PageInfo, Pagination};
+use super::pagination::{PageInfo, Pagination, items};
 use super::scalars::DateTime;
 use super::{ApiSettings, store};
 use crate::auth::{self, OperationKind, SignInError};
 use crate::store::tokens::TokenKind;
 use crate::store::users as stored;
 
-/// A staff user of the practice: admin, practitioner or receptionist. Doctors are users with
-/// `isDoctor: true`.
 pub struct User(pub stored::User);
 
+/// A staff user of the practice: admin, practitioner or receptionist. Doctors are users with
+/// `isDoctor: true`.
 #[Object]
 impl User {
     /// The user's id.
@@ -25,9 +25,11 @@ impl User {
     async fn title(&self) -> Option<&str> {
         self.0.title.as_deref()
     }
+    /// First (given) name.
     async fn first_name(&self) -> &str {
         &self.0.first_name
     }
+    /// Last (family) name.
     async fn last_name(&self) -> &str {
         &self.0.last_name
     }
@@ -40,14 +42,14 @@ impl User {
         &self.0.email
     }
     /// True for practitioners who see patients and can be booked.
-    async fn is_doctor(&self) -> bool {
-        self.0.is_doctor != 0
+    async fn is_doctor(&self) -> Option<bool> {
+        Some(self.0.is_doctor != 0)
     }
     /// "admin" (everything), "practitioner" (patients, bookings and labels: read and write;
     /// users: read) or "receptionist" (bookings: read and write; patients and labels: read;
     /// users: read).
-    async fn role(&self) -> &str {
-        &self.0.role
+    async fn role(&self) -> Option<&str> {
+        Some(&self.0.role)
     }
 }
 
@@ -55,8 +57,9 @@ impl User {
 #[derive(SimpleObject)]
 pub struct UserData {
     /// The users on this page, by last name then first name.
-    pub data: Vec<User>,
-    pub page_info: PageInfo,
+    pub data: Option<Vec<Option<User>>>,
+    /// Where this page sits in the list.
+    pub page_info: Option<PageInfo>,
 }
 
 /// The caller's practice.
@@ -107,7 +110,7 @@ impl UserQueries {
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "Which page; default page 1 of 25.")] pagination: Option<Pagination>,
-    ) -> Result<UserData> {
+    ) -> Result<Option<UserData>> {
         let principal = authorize(ctx, OperationKind::Query)?;
         let page = Pagination::request(pagination)?;
         let result = store(ctx)
@@ -115,10 +118,10 @@ impl UserQueries {
             .list_users(page)
             .await
             .or_fail()?;
-        Ok(UserData {
-            page_info: PageInfo::of(page, &result),
-            data: result.items.into_iter().map(User).collect(),
-        })
+        Ok(Some(UserData {
+            page_info: Some(PageInfo::of(page, &result)),
+            data: items(result.items, User),
+        }))
     }
 
     /// The staff user behind a signIn token; null for an API token. Needs only a valid token.
@@ -136,17 +139,17 @@ impl UserQueries {
     }
 
     /// The caller's practice. Needs only a valid token.
-    async fn current_practice(&self, ctx: &Context<'_>) -> Result<Practice> {
+    async fn current_practice(&self, ctx: &Context<'_>) -> Result<Option<Practice>> {
         let principal = authorize(ctx, OperationKind::Query)?;
         let practice = store(ctx)
             .find_practice(&principal.practice_id)
             .await
             .or_fail()?
             .ok_or_else(|| internal("the caller's practice does not exist"))?;
-        Ok(Practice {
+        Ok(Some(Practice {
             id: ID(practice.id),
             name: practice.name,
-        })
+        }))
     }
 }
 
@@ -163,19 +166,19 @@ impl SessionMutations {
         ctx: &Context<'_>,
         #[graphql(desc = "The staff user's email.")] email: String,
         #[graphql(desc = "The staff user's password.")] password: String,
-    ) -> Result<SignInPayload> {
+    ) -> Result<Option<SignInPayload>> {
         let ttl = ctx.data_unchecked::<ApiSettings>().user_token_ttl;
         match auth::sign_in(store(ctx), &email, &password, ttl).await {
-            Ok(signed_in) => Ok(SignInPayload {
+            Ok(signed_in) => Ok(Some(SignInPayload {
                 token: Some(signed_in.secret),
                 expires_at: Some(DateTime::from_ms(signed_in.expires_at)),
                 user: Some(User(signed_in.user)),
                 error: None,
-            }),
-            Err(SignInError::Incorrect) => Ok(SignInPayload {
+            })),
+            Err(SignInError::Incorrect) => Ok(Some(SignInPayload {
                 error: Some(SignInError::Incorrect.to_string()),
                 ..Default::default()
-            }),
+            })),
             Err(SignInError::Store(e)) => Err(store_failed(e)),
             Err(e @ SignInError::Internal(_)) => Err(internal(e)),
         }
