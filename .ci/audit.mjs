@@ -9,7 +9,7 @@
 //
 // Output: one line per audit, `PASS|FAIL|WARN <name> [<id>]` where <name> starts
 // with its level (MUST/SHOULD/MAY), followed by indented failure details, then
-// `audit: N passed, M failed, K warnings`.
+// `audit: K warnings ...` and `audit: N passed, M failed`.
 // Failing MUST audits count as failed; failing SHOULD/MAY audits as warnings.
 // A request that could not complete at all (connection refused, reset, 10 s
 // timeout) is reported as FAIL whatever the level.
@@ -151,5 +151,6 @@ if (authRejections > 0) {
       '(4xx-expecting audits can pass spuriously when auth rejects the request)',
   );
 }
-console.log(`audit: ${passed} passed, ${failed} failed, ${warnings} warnings`);
+console.log(`audit: ${warnings} warnings (SHOULD or MAY items not met)`);
+console.log(`audit: ${passed} passed, ${failed} failed`);
 process.exitCode = failed > 0 ? 1 : 0;

@@ -18,7 +18,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
-use super::AppState;
+use super::{AppState, RequestId};
 use crate::auth::{self, AuthError, OperationKind};
 use crate::graphql::error::code;
 use crate::graphql::{self, operation_shape};
@@ -335,12 +335,14 @@ pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
 
     let request = graphql::for_caller(request, &app.store, principal);
     let response = app.schema.execute(request).await;
-    finish(media, response).into_response()
+    let request_id = parts.extensions.get::<RequestId>().map(|id| id.0.as_str());
+    finish(media, response, request_id).into_response()
 }
 
-/// Turns an executed response into a reply: every error gets a code, and a response that did
-/// not run (validation failed) has no `data` and, under graphql-response+json, status 400.
-fn finish(media: MediaType, response: async_graphql::Response) -> Reply {
+/// Turns an executed response into a reply: every error gets a code, an internal error names
+/// the request id (its details are in the log under it), and a response that did not run
+/// (validation failed) has no `data` and, under graphql-response+json, status 400.
+fn finish(media: MediaType, response: async_graphql::Response, request_id: Option<&str>) -> Reply {
     let ran = !(response.data == async_graphql::Value::Null
         && !response.errors.is_empty()
         && response.errors.iter().all(|e| e.path.is_empty()));
@@ -368,6 +370,12 @@ fn finish(media: MediaType, response: async_graphql::Response) -> Reply {
                         code::GRAPHQL_VALIDATION_FAILED
                     };
                     value["extensions"]["code"] = json!(code);
+                }
+                if let Some(id) = request_id
+                    && value["extensions"]["code"] == json!(code::INTERNAL_SERVER_ERROR)
+                {
+                    value["message"] = json!(format!("Internal server error (request id {id})"));
+                    value["extensions"]["requestId"] = json!(id);
                 }
                 value
             })

@@ -65,15 +65,23 @@ pub fn router(state: AppState) -> Router {
 
 /// Gives every request an id, recorded in its log span and returned in `x-request-id`, so
 /// that a client reporting an error can be matched with the server's log.
-async fn request_id(request: Request, next: axum::middleware::Next) -> axum::response::Response {
+async fn request_id(
+    mut request: Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
     let id = uuid::Uuid::new_v4().simple().to_string();
     tracing::Span::current().record("request_id", id.as_str());
+    request.extensions_mut().insert(RequestId(id.clone()));
     let mut response = next.run(request).await;
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert("x-request-id", value);
     }
     response
 }
+
+/// The id of a request, as `x-request-id` gives it.
+#[derive(Clone, Debug)]
+pub struct RequestId(pub String);
 
 /// Liveness: the process answers.
 async fn health() -> impl IntoResponse {

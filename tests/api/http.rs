@@ -298,3 +298,49 @@ async fn data_survives_a_restart() {
         json!({ "firstName": "Jane", "labels": [{ "text": "VIP" }] })
     );
 }
+
+#[tokio::test]
+async fn an_internal_error_shows_only_a_request_id() {
+    let app = TestApp::spawn().await;
+    // Break the database under the server's feet.
+    let pool = sqlx::SqlitePool::connect(&app.database_url)
+        .await
+        .expect("connect");
+    sqlx::query("DROP TABLE patient_labels")
+        .execute(&pool)
+        .await
+        .expect("drop");
+    sqlx::query("DROP TABLE labels")
+        .execute(&pool)
+        .await
+        .expect("drop");
+    pool.close().await;
+    let raw = app
+        .post_json(
+            Some(&app.admin_token),
+            &json!({ "query": "{ labels { data { id } } currentPractice { id } }" }),
+        )
+        .await;
+    assert_eq!(raw.status, StatusCode::OK);
+    let id = raw
+        .headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("request id");
+    assert_eq!(raw.code(), "INTERNAL_SERVER_ERROR", "{}", raw.body);
+    assert_eq!(
+        raw.body["errors"][0]["message"],
+        json!(format!("Internal server error (request id {id})"))
+    );
+    let text = raw.body.to_string().to_lowercase();
+    for leak in ["select", "sqlite", "no such table", ".rs", "test.db"] {
+        assert!(!text.contains(leak), "{leak} leaked: {text}");
+    }
+    // The rest of the response, and the server, carry on.
+    assert_eq!(raw.body["data"]["labels"], Value::Null);
+    assert_eq!(
+        raw.body["data"]["currentPractice"]["id"],
+        json!(app.practice_id)
+    );
+    app.assert_serving().await;
+}
