@@ -330,3 +330,81 @@ fn demo_fills_a_practice() {
     let again = cli.run(&["demo", "--patients", "10"]);
     assert!(again.status.success(), "{}", stderr(&again));
 }
+
+/// Starts `practice-api serve` on a free port; returns the child and its GraphQL URL.
+fn start_server(cli: &Cli) -> (std::process::Child, String) {
+    use std::io::{BufRead, BufReader};
+    let mut child = cli
+        .command(&["serve", "--listen", "127.0.0.1:0"])
+        .env("PRACTICE_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn server");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = BufReader::new(stderr).lines();
+    let url = loop {
+        let line = lines.next().expect("server exited").expect("read");
+        if let Some(at) = line.find("http://") {
+            break line[at..].trim().to_string();
+        }
+    };
+    // Keep draining stderr so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (child, url)
+}
+
+#[tokio::test]
+async fn nothing_acknowledged_is_lost_when_the_process_is_killed() {
+    let cli = Cli::new();
+    let token = last_line(&cli.run(&["token", "create", "--name", "t", "--permission", "*"]));
+    let (mut server, url) = start_server(&cli);
+    let client = reqwest::Client::new();
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        let body: serde_json::Value = client
+            .post(&url)
+            .header("x-token", &token)
+            .json(&serde_json::json!({
+                "query": "mutation($l: String!) { createPatient(patientData: { first: \"Kill\", last: $l }) { data { id } } }",
+                "variables": { "l": format!("Test{i}") }
+            }))
+            .send()
+            .await
+            .expect("send")
+            .json()
+            .await
+            .expect("json");
+        ids.push(
+            body["data"]["createPatient"]["data"]["id"]
+                .as_str()
+                .expect("id")
+                .to_string(),
+        );
+    }
+    server.kill().expect("SIGKILL");
+    server.wait().expect("wait");
+
+    let (mut server, url) = start_server(&cli);
+    let body: serde_json::Value = client
+        .post(&url)
+        .header("x-token", &token)
+        .json(&serde_json::json!({ "query": "{ patients(pagination: { pageSize: 100 }) { data { id } } }" }))
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("json");
+    let found: Vec<&str> = body["data"]["patients"]["data"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|p| p["id"].as_str())
+        .collect();
+    assert_eq!(found.len(), 20, "{body}");
+    for id in &ids {
+        assert!(found.contains(&id.as_str()), "{id} was lost");
+    }
+    server.kill().expect("kill");
+    let _ = server.wait();
+}
