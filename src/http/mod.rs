@@ -47,6 +47,7 @@ impl AppState {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/graphql", get(graphql::handle).post(graphql::handle))
+        .route("/graphiql/{file}", get(graphiql::asset))
         .route("/health", get(health))
         .layer(axum::middleware::from_fn(request_id))
         .layer(
