@@ -54,6 +54,8 @@ pub async fn create_practice(store: &Store, name: &str) -> AdminResult<Practice>
 /// What `user create` needs.
 pub struct NewStaff<'a> {
     pub email: &'a str,
+    /// Form of address, e.g. "Dr".
+    pub title: Option<&'a str>,
     pub first_name: &'a str,
     pub last_name: &'a str,
     pub role: &'a str,
@@ -93,7 +95,7 @@ pub async fn create_user(store: &Store, practice_id: &str, new: NewStaff<'_>) ->
         .create_user(NewUser {
             email,
             password_hash: &hash,
-            title: None,
+            title: new.title.map(str::trim).filter(|t| !t.is_empty()),
             first_name: new.first_name.trim(),
             last_name: new.last_name.trim(),
             role: role.as_str(),
@@ -155,6 +157,7 @@ pub async fn revoke_token(store: &Store, id: &str) -> AdminResult<Token> {
 pub struct DemoSummary {
     pub patients: usize,
     pub labels: usize,
+    pub bookings: usize,
     /// (email, role) of each staff user made; they share the password `DEMO_PASSWORD`.
     pub staff: Vec<(String, String)>,
 }
@@ -221,6 +224,7 @@ pub async fn demo(store: &Store, practice_id: &str, patients: usize) -> AdminRes
             practice_id,
             NewStaff {
                 email: &email,
+                title: doctor.then_some("Dr"),
                 first_name: first,
                 last_name: last,
                 role,
@@ -278,9 +282,124 @@ pub async fn demo(store: &Store, practice_id: &str, patients: usize) -> AdminRes
             practice.add_patient_label(id, label_id).await?;
         }
     }
+    let bookings = demo_bookings(store, practice_id, &ids, &mut rng).await?;
     Ok(DemoSummary {
         patients: ids.len(),
         labels: label_ids.len(),
+        bookings,
         staff,
     })
+}
+
+const LOCATIONS: &[(&str, &str)] = &[("Main surgery", "London"), ("Riverside clinic", "York")];
+const APPOINTMENT_TYPES: &[(&str, i64, f64)] = &[
+    ("Initial consultation", 45, 80.0),
+    ("Follow-up", 30, 50.0),
+    ("Quick check", 15, 25.0),
+];
+
+/// Four weeks of bookings (two back, two ahead), weekdays 09:00 to 17:00 UTC, for every
+/// doctor of the practice, with the demo's patients. The database refuses overlaps, so a
+/// second demo run books only the slots still free.
+async fn demo_bookings(
+    store: &Store,
+    practice_id: &str,
+    patients: &[String],
+    rng: &mut StdRng,
+) -> AdminResult<usize> {
+    use chrono::{Datelike, Utc, Weekday};
+
+    let practice = store.practice(practice_id);
+    for (name, city) in LOCATIONS {
+        practice
+            .create_location(crate::store::locations::Location {
+                id: String::new(),
+                name: name.to_string(),
+                address: Some("1 Market Square".into()),
+                city: Some(city.to_string()),
+                postcode: None,
+                country: Some("United Kingdom".into()),
+            })
+            .await?;
+    }
+    for (title, minutes, price) in APPOINTMENT_TYPES {
+        practice
+            .create_appointment_type(title, *minutes, Some(*price))
+            .await?;
+    }
+    let locations = practice.list_locations().await?;
+    let types = practice.list_appointment_types().await?;
+    let mut doctors = Vec::new();
+    let mut page = 1;
+    loop {
+        let found = practice
+            .list_users(crate::store::PageRequest {
+                page,
+                page_size: 100,
+            })
+            .await?;
+        doctors.extend(
+            found
+                .items
+                .into_iter()
+                .filter(|u| u.is_doctor != 0)
+                .map(|u| u.id),
+        );
+        if !found.has_more {
+            break;
+        }
+        page += 1;
+    }
+    if patients.is_empty() || types.is_empty() {
+        return Ok(0);
+    }
+    let today = Utc::now().date_naive();
+    let mut made = 0;
+    for day in -14..14 {
+        let date = today + Days::days(day);
+        if matches!(date.weekday(), Weekday::Sat | Weekday::Sun) {
+            continue;
+        }
+        let opening = date
+            .and_hms_opt(9, 0, 0)
+            .unwrap_or_default()
+            .and_utc()
+            .timestamp_millis();
+        let closing = opening + 8 * 3_600_000;
+        for (d, doctor) in doctors.iter().enumerate() {
+            let mut at = opening;
+            while at < closing {
+                let kind = &types[rng.random_range(0..types.len())];
+                let end = at + kind.duration * 60_000;
+                if end > closing {
+                    break;
+                }
+                if rng.random_range(0..10) < 7 {
+                    let fields = crate::store::bookings::BookingFields {
+                        patient_id: patients[rng.random_range(0..patients.len())].clone(),
+                        doctor_id: doctor.clone(),
+                        location_id: locations
+                            .get(d % locations.len().max(1))
+                            .map(|l| l.id.clone()),
+                        appointment_type_id: Some(kind.id.clone()),
+                        start_at: at,
+                        end_at: end,
+                        comments: None,
+                    };
+                    if let crate::store::bookings::BookingChange::Done(_) =
+                        practice.create_booking(fields).await?
+                    {
+                        made += 1;
+                    }
+                }
+                at = end
+                    + if rng.random_range(0..4) == 0 {
+                        15 * 60_000
+                    } else {
+                        0
+                    };
+            }
+        }
+    }
+    Ok(made)
 }

@@ -69,6 +69,9 @@ enum UserCommand {
         first_name: String,
         #[arg(long)]
         last_name: String,
+        /// Form of address, e.g. "Dr".
+        #[arg(long)]
+        title: Option<String>,
         /// admin, practitioner or receptionist.
         #[arg(long)]
         role: String,
@@ -186,6 +189,7 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
             email,
             first_name,
             last_name,
+            title,
             role,
             doctor,
             password_stdin,
@@ -200,6 +204,7 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
                 &practice.id,
                 NewStaff {
                     email: &email,
+                    title: title.as_deref(),
                     first_name: &first_name,
                     last_name: &last_name,
                     role: &role,
@@ -287,9 +292,10 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
                 .await
                 .map_err(fail)?;
             eprintln!(
-                "made {} patients and {} labels; staff (password {:?}):",
+                "made {} patients, {} labels and {} bookings; staff (password {:?}):",
                 summary.patients,
                 summary.labels,
+                summary.bookings,
                 admin::DEMO_PASSWORD
             );
             for (email, role) in summary.staff {

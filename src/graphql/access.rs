@@ -25,13 +25,17 @@ pub const OPERATIONS: &[(OperationKind, &str, Guard)] = {
     use Access::{Read, Write};
     use Guard::{Public, Settings, Token};
     use OperationKind::{Mutation, Query};
-    use Resource::{Labels, Patients, Users};
+    use Resource::{Bookings, Labels, Patients, Users};
     const fn r(resource: Resource, access: Access) -> Guard {
         Guard::Resource(resource, access)
     }
     &[
         (Query, "patient", r(Patients, Read)),
         (Query, "patients", r(Patients, Read)),
+        (Query, "booking", r(Bookings, Read)),
+        (Query, "bookings", r(Bookings, Read)),
+        (Query, "locations", r(Bookings, Read)),
+        (Query, "appointmentTypes", r(Bookings, Read)),
         (Query, "labels", r(Labels, Read)),
         (Query, "user", r(Users, Read)),
         (Query, "users", r(Users, Read)),
@@ -47,6 +51,11 @@ pub const OPERATIONS: &[(OperationKind, &str, Guard)] = {
         (Mutation, "unarchivePatient", r(Patients, Write)),
         (Mutation, "addPatientLabel", r(Patients, Write)),
         (Mutation, "removePatientLabel", r(Patients, Write)),
+        (Mutation, "createBooking", r(Bookings, Write)),
+        (Mutation, "updateBooking", r(Bookings, Write)),
+        (Mutation, "deleteBooking", r(Bookings, Write)),
+        (Mutation, "createLocation", Settings),
+        (Mutation, "createAppointmentType", Settings),
         (Mutation, "createLabel", r(Labels, Write)),
         (Mutation, "updateLabel", r(Labels, Write)),
         (Mutation, "deleteLabel", r(Labels, Write)),

@@ -35,6 +35,11 @@ pub fn bad_input(message: impl Into<String>) -> Error {
 /// The store failed. The details are logged (inside the request's span, which carries its id);
 /// the caller learns only that it was not their fault, and whether to retry.
 pub fn store_failed(err: StoreError) -> Error {
+    store_failed_ref(&err)
+}
+
+/// [`store_failed`] for an error shared by several fields (a batch load).
+pub fn store_failed_ref(err: &StoreError) -> Error {
     match err {
         StoreError::Unavailable(detail) => {
             tracing::warn!(%detail, "database unavailable");
@@ -43,7 +48,7 @@ pub fn store_failed(err: StoreError) -> Error {
                 "The database is unavailable; try again shortly",
             )
         }
-        StoreError::Duplicate(message) => bad_input(message),
+        StoreError::Duplicate(message) => bad_input(message.clone()),
         other => internal(other),
     }
 }

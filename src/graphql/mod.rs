@@ -2,9 +2,12 @@
 //! Resolvers check permissions (see `access`) and call the store; they write no SQL.
 
 pub mod access;
+mod bookings;
 pub mod error;
 mod input;
 mod labels;
+mod loaders;
+mod locations;
 mod options;
 mod pagination;
 mod patients;
@@ -15,7 +18,6 @@ mod users;
 
 use std::time::Duration;
 
-use async_graphql::dataloader::DataLoader;
 use async_graphql::parser::types::{
     DocumentOperations, ExecutableDocument, OperationType, Selection,
 };
@@ -29,6 +31,8 @@ pub use tokens::parse_permissions;
 #[derive(MergedObject, Default)]
 pub struct Query(
     patients::PatientQueries,
+    bookings::BookingQueries,
+    locations::LocationQueries,
     labels::LabelQueries,
     users::UserQueries,
     tokens::TokenQueries,
@@ -39,6 +43,8 @@ pub struct Query(
 pub struct Mutation(
     users::SessionMutations,
     patients::PatientMutations,
+    bookings::BookingMutations,
+    locations::LocationMutations,
     labels::LabelMutations,
     tokens::TokenMutations,
 );
@@ -78,18 +84,14 @@ pub fn for_caller(
     request: async_graphql::Request,
     store: &Store,
     principal: Option<Principal>,
+    kind: Option<OperationKind>,
 ) -> async_graphql::Request {
     let Some(principal) = principal else {
         return request;
     };
-    let labels = DataLoader::new(
-        patients::PatientLabelsLoader {
-            store: store.clone(),
-            practice_id: principal.practice_id.clone(),
-        },
-        tokio::spawn,
-    );
-    request.data(principal).data(labels)
+    let cached = kind == Some(OperationKind::Query);
+    let request = loaders::install(request, store, &principal.practice_id, cached);
+    request.data(principal)
 }
 
 /// What the HTTP layer needs to know of a request's operation before running it.

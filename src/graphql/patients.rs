@@ -1,14 +1,11 @@
 //! Patients: the `patient` and `patients` queries, the patient mutations and the `Patient` type.
 
-use std::collections::HashMap;
-use std::sync::Arc;
-
-use async_graphql::dataloader::{DataLoader, Loader};
 use async_graphql::{Context, ID, InputObject, MaybeUndefined, Object, Result, SimpleObject};
 
 use super::access::authorize;
-use super::error::{OrFail, bad_input, store_failed};
+use super::error::{OrFail, bad_input};
 use super::input::{MAX_LINE_CHARS, MAX_TEXT_CHARS, email, optional_text, patch, required_text};
+use super::loaders::{self, load_one};
 use super::options::QueryOptions;
 use super::pagination::{PageInfo, Pagination, items};
 use super::payload::ResponsePayload;
@@ -16,7 +13,7 @@ use super::scalars::{Date, DateTime};
 use super::store;
 use crate::auth::{OperationKind, Principal};
 use crate::store::patients::{self as stored, PatientChange, PatientFields, PatientFilter};
-use crate::store::{Store, StoreError, now_ms};
+use crate::store::{Store, now_ms};
 
 /// Longest search string.
 const MAX_SEARCH_CHARS: usize = 100;
@@ -139,11 +136,8 @@ impl Patient {
     }
     /// The labels on the patient, in the order they were put on.
     async fn labels(&self, ctx: &Context<'_>) -> Result<Option<Vec<Option<PatientLabel>>>> {
-        let loader = ctx.data_unchecked::<DataLoader<PatientLabelsLoader>>();
-        let labels = loader
-            .load_one(self.0.id.clone())
-            .await
-            .map_err(|e| store_failed(Arc::unwrap_or_clone(e).into_inner()))?
+        let labels = load_one::<loaders::PatientLabels>(ctx, &self.0.id)
+            .await?
             .unwrap_or_default();
         Ok(items(labels, |l| PatientLabel {
             id: ID(l.id),
@@ -151,6 +145,17 @@ impl Patient {
             text: Some(l.title),
             color: l.color,
         }))
+    }
+    /// The patient's bookings that start or end between these dates (whole days, UTC, both
+    /// included; less than 366 days apart), cancelled ones left out; at most 500. Needs
+    /// `bookings:read`.
+    async fn bookings(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The first day.")] start: Date,
+        #[graphql(desc = "The last day.")] end: Date,
+    ) -> Result<Option<Vec<Option<super::bookings::Booking>>>> {
+        super::bookings::of_patient(ctx, &self.0.id, start, end).await
     }
     /// True when the patient is archived: kept, but left out of lists unless asked for.
     async fn archived(&self) -> Option<bool> {
@@ -186,38 +191,6 @@ pub struct PatientData {
     pub data: Option<Vec<Option<Patient>>>,
     /// Where this page sits in the list.
     pub page_info: Option<PageInfo>,
-}
-
-/// Batches the labels of every patient in a response into one query.
-pub struct PatientLabelsLoader {
-    pub store: Store,
-    pub practice_id: String,
-}
-
-/// A store error that can be shared between the fields waiting on one batch.
-#[derive(Clone, Debug)]
-pub struct SharedStoreError(Arc<StoreError>);
-
-impl SharedStoreError {
-    fn into_inner(self) -> StoreError {
-        match Arc::try_unwrap(self.0) {
-            Ok(e) => e,
-            Err(shared) => StoreError::Unavailable(shared.to_string()),
-        }
-    }
-}
-
-impl Loader<String> for PatientLabelsLoader {
-    type Value = Vec<stored::PatientLabel>;
-    type Error = Arc<SharedStoreError>;
-
-    async fn load(&self, keys: &[String]) -> Result<HashMap<String, Self::Value>, Self::Error> {
-        self.store
-            .practice(&self.practice_id)
-            .labels_of_patients(keys)
-            .await
-            .map_err(|e| Arc::new(SharedStoreError(Arc::new(e))))
-    }
 }
 
 /// The data of a new patient.
@@ -530,6 +503,10 @@ impl PatientQueries {
             .list_patients(&filter, page)
             .await
             .or_fail()?;
+        if ctx.look_ahead().field("data").field("labels").exists() {
+            let ids = result.items.iter().map(|p| p.id.clone()).collect();
+            loaders::prime::<loaders::PatientLabels>(ctx, ids).await?;
+        }
         Ok(Some(PatientData {
             page_info: Some(PageInfo::of(page, &result)),
             data: items(result.items, Patient),

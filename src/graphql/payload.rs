@@ -2,13 +2,18 @@
 
 use async_graphql::{OutputType, SimpleObject};
 
+use super::bookings::Booking;
 use super::labels::Label;
+use super::locations::{Appointment, Location};
 use super::patients::Patient;
 
 /// What a mutation returns: the record it affected, or a sentence saying why nothing changed.
 #[derive(SimpleObject)]
 #[graphql(concrete(name = "PatientResponsePayload", params(Patient)))]
 #[graphql(concrete(name = "LabelResponsePayload", params(Label)))]
+#[graphql(concrete(name = "BookingResponsePayload", params(Booking)))]
+#[graphql(concrete(name = "LocationResponsePayload", params(Location)))]
+#[graphql(concrete(name = "AppointmentResponsePayload", params(Appointment)))]
 pub struct ResponsePayload<T: OutputType> {
     /// The record affected; null when the mutation was refused.
     pub data: Option<T>,

@@ -5,7 +5,7 @@ use async_graphql::{Context, ID, Object, Result, SimpleObject};
 use super::access::authorize;
 use super::error::{OrFail, bad_input, internal, store_failed};
 use super::pagination::{PageInfo, Pagination, items};
-use super::scalars::DateTime;
+use super::scalars::{Date, DateTime};
 use super::{ApiSettings, store};
 use crate::auth::{self, OperationKind, SignInError};
 use crate::store::tokens::TokenKind;
@@ -50,6 +50,19 @@ impl User {
     /// users: read).
     async fn role(&self) -> Option<&str> {
         Some(&self.0.role)
+    }
+    /// The doctor's bookings that start or end between these dates (whole days, UTC, both
+    /// included), by start time, cancelled ones left out. Needs `bookings:read`.
+    async fn bookings(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The first day.")] start: Date,
+        #[graphql(desc = "The last day.")] end: Date,
+        #[graphql(desc = "The page number, from 1. Default 1.")] page: Option<i32>,
+        #[graphql(desc = "Items per page, from 1 to 100. Default 25.")] page_size: Option<i32>,
+    ) -> Result<Option<super::bookings::BookingData>> {
+        let pagination = Pagination { page, page_size };
+        super::bookings::of_doctor(ctx, &self.0.id, (start, end), pagination).await
     }
 }
 

@@ -216,6 +216,12 @@ fn is_json_content(headers: &HeaderMap) -> bool {
 /// `GET` and `POST /graphql`.
 pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
+    if parts.method == Method::GET
+        && parts.uri.query().is_none_or(str::is_empty)
+        && super::graphiql::wants_html(&parts.headers)
+    {
+        return super::graphiql::page().into_response();
+    }
     let Some(media) = MediaType::negotiate(&parts.headers) else {
         return Reply::request_error(
             MediaType::Json,
@@ -230,11 +236,7 @@ pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
             .into_response()
     };
     let params = if parts.method == Method::GET {
-        let raw = parts.uri.query().unwrap_or("");
-        if raw.is_empty() && super::graphiql::wants_html(&parts.headers) {
-            return super::graphiql::page().into_response();
-        }
-        Params::from_query_string(raw)
+        Params::from_query_string(parts.uri.query().unwrap_or(""))
     } else {
         if !is_json_content(&parts.headers) {
             return Reply::request_error(
@@ -333,7 +335,7 @@ pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
         }
     };
 
-    let request = graphql::for_caller(request, &app.store, principal);
+    let request = graphql::for_caller(request, &app.store, principal, shape.map(|s| s.kind));
     let response = app.schema.execute(request).await;
     let request_id = parts.extensions.get::<RequestId>().map(|id| id.0.as_str());
     finish(media, response, request_id).into_response()
@@ -348,10 +350,11 @@ fn finish(media: MediaType, response: async_graphql::Response, request_id: Optio
         && response.errors.iter().all(|e| e.path.is_empty()));
     let mut body = Map::new();
     if ran {
-        body.insert(
-            "data".into(),
-            response.data.into_json().unwrap_or(Value::Null),
-        );
+        let mut data = response.data.into_json().unwrap_or(Value::Null);
+        for err in &response.errors {
+            null_at(&mut data, &err.path);
+        }
+        body.insert("data".into(), data);
     }
     if !response.errors.is_empty() {
         let errors = response
@@ -400,6 +403,40 @@ fn finish(media: MediaType, response: async_graphql::Response, request_id: Optio
     }
 }
 
+/// Puts `null` where a field failed. async-graphql 7 leaves a failed field out of its object
+/// (and an object whose fields all failed becomes null) where the GraphQL specification wants
+/// the field present and null (async-graphql issue #1549). Every field of our schema that can
+/// fail is nullable, so null is the right value there.
+fn null_at(data: &mut Value, path: &[async_graphql::PathSegment]) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut here = data;
+    for segment in parents {
+        if here.is_null() {
+            *here = Value::Object(Map::new());
+        }
+        here = match (segment, here) {
+            (async_graphql::PathSegment::Field(name), Value::Object(map)) => {
+                map.entry(name.clone()).or_insert(Value::Null)
+            }
+            (async_graphql::PathSegment::Index(i), Value::Array(items)) => {
+                match items.get_mut(*i) {
+                    Some(item) => item,
+                    None => return,
+                }
+            }
+            _ => return,
+        };
+    }
+    if here.is_null() {
+        *here = Value::Object(Map::new());
+    }
+    if let (async_graphql::PathSegment::Field(name), Value::Object(map)) = (last, here) {
+        map.entry(name.clone()).or_insert(Value::Null);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -435,6 +472,39 @@ mod tests {
             Some(Json)
         );
         assert_eq!(negotiate(Some("text/html")), None);
+    }
+
+    #[test]
+    fn failed_fields_become_null() {
+        use async_graphql::PathSegment::{Field, Index};
+        let mut data = json!({ "bookings": { "data": [null, { "id": "b" }] } });
+        let field = |s: &str| Field(s.to_string());
+        null_at(
+            &mut data,
+            &[field("bookings"), field("data"), Index(0), field("patient")],
+        );
+        null_at(
+            &mut data,
+            &[field("bookings"), field("data"), Index(0), field("doctor")],
+        );
+        null_at(
+            &mut data,
+            &[field("bookings"), field("data"), Index(1), field("patient")],
+        );
+        null_at(&mut data, &[field("other")]);
+        assert_eq!(
+            data,
+            json!({
+                "bookings": { "data": [
+                    { "patient": null, "doctor": null },
+                    { "id": "b", "patient": null }
+                ] },
+                "other": null
+            })
+        );
+        let mut root = Value::Null;
+        null_at(&mut root, &[field("patients")]);
+        assert_eq!(root, json!({ "patients": null }));
     }
 
     #[test]

@@ -4,7 +4,10 @@ use std::collections::HashMap;
 
 use sqlx::{Any, FromRow, Transaction};
 
-use super::{Page, PageRequest, PracticeStore, StoreResult, like_escape, new_id, now_ms};
+use super::{
+    Args, Keyed, Page, PageRequest, PracticeStore, StoreResult, like_escape, new_id, now_ms,
+    placeholders, time_filters,
+};
 
 const PATIENT_COLUMNS: &str = "id, title, first_name, last_name, email, dob, gender, sex, \
      address, city, postcode, country, phone_type, phone_number, comments, archived_at, \
@@ -92,6 +95,12 @@ pub enum PatientChange {
 /// What a change made under [`PracticeStore::modify_patient`] does with the patient.
 pub type Modification = Result<(), String>;
 
+impl Keyed for Patient {
+    fn key(&self) -> &str {
+        &self.id
+    }
+}
+
 impl PracticeStore<'_> {
     /// The patient with this id, deleted and archived ones included.
     pub async fn find_patient(&self, id: &str) -> StoreResult<Option<Patient>> {
@@ -104,51 +113,34 @@ impl PracticeStore<'_> {
             .await?)
     }
 
+    /// The patients with these ids, by id (ids the practice does not have are left out).
+    pub async fn patients_by_ids(&self, ids: &[String]) -> StoreResult<HashMap<String, Patient>> {
+        self.by_ids("patients", PATIENT_COLUMNS, ids).await
+    }
+
     /// A page of patients, by last name then first name.
     pub async fn list_patients(
         &self,
         filter: &PatientFilter,
         page: PageRequest,
     ) -> StoreResult<Page<Patient>> {
+        let mut args = Args::default();
         let mut sql = format!("SELECT {PATIENT_COLUMNS} FROM patients WHERE practice_id = $1");
-        let mut next = 2;
-        let mut param = |sql: &mut String, clause: &str| {
-            sql.push_str(&clause.replace('?', &format!("${next}")));
-            next += 1;
-        };
-        if filter.search.is_some() {
-            param(&mut sql, " AND search_text LIKE ? ESCAPE '\\'");
+        if let Some(search) = &filter.search {
+            let pattern = format!("%{}%", like_escape(&search.to_lowercase()));
+            sql += &format!(" AND search_text LIKE {} ESCAPE '\\'", args.text(&pattern));
         }
         if !filter.include_archived {
-            sql.push_str(" AND archived_at IS NULL");
+            sql += " AND archived_at IS NULL";
         }
         if !filter.include_deleted {
-            sql.push_str(" AND deleted_at IS NULL");
+            sql += " AND deleted_at IS NULL";
         }
-        for (range, column) in [
-            (filter.created, "created_at"),
-            (filter.updated, "updated_at"),
-        ] {
-            if range.is_some() {
-                param(&mut sql, &format!(" AND {column} >= ?"));
-                param(&mut sql, &format!(" AND {column} <= ?"));
-            }
-        }
-        param(&mut sql, " ORDER BY last_name, first_name, id LIMIT ?");
-        param(&mut sql, " OFFSET ?");
-
-        let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id);
-        if let Some(search) = &filter.search {
-            query = query.bind(format!("%{}%", like_escape(&search.to_lowercase())));
-        }
-        for (start, end) in [filter.created, filter.updated].into_iter().flatten() {
-            query = query.bind(start).bind(end);
-        }
-        let rows = query
-            .bind(page.limit())
-            .bind(page.offset())
-            .fetch_all(self.read())
-            .await?;
+        sql += &time_filters(&mut args, filter.created, filter.updated);
+        let (limit, offset) = (args.int(page.limit()), args.int(page.offset()));
+        sql += &format!(" ORDER BY last_name, first_name, id LIMIT {limit} OFFSET {offset}");
+        let query = args.bind(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id));
+        let rows = query.fetch_all(self.read()).await?;
         Ok(page.finish(rows))
     }
 
@@ -297,13 +289,11 @@ impl PracticeStore<'_> {
                 return Ok(Some(label_id.clone()));
             }
         }
-        let keep: Vec<String> = (0..label_ids.len())
-            .map(|i| format!("${}", i + 3))
-            .collect();
         let mut sql =
             String::from("DELETE FROM patient_labels WHERE practice_id = $1 AND patient_id = $2");
-        if !keep.is_empty() {
-            sql.push_str(&format!(" AND label_id NOT IN ({})", keep.join(", ")));
+        if !label_ids.is_empty() {
+            let keep = placeholders(3, label_ids.len());
+            sql.push_str(&format!(" AND label_id NOT IN ({keep})"));
         }
         let mut delete = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(self.practice_id)
@@ -458,15 +448,12 @@ impl PracticeStore<'_> {
         if patient_ids.is_empty() {
             return Ok(by_patient);
         }
-        let placeholders: Vec<String> = (0..patient_ids.len())
-            .map(|i| format!("${}", i + 2))
-            .collect();
         let sql = format!(
             "SELECT pl.id, pl.patient_id, pl.label_id, l.title, l.color FROM patient_labels pl \
              JOIN labels l ON l.practice_id = pl.practice_id AND l.id = pl.label_id \
              WHERE pl.practice_id = $1 AND pl.patient_id IN ({}) \
              ORDER BY pl.created_at, pl.id",
-            placeholders.join(", ")
+            placeholders(2, patient_ids.len())
         );
         let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id);
         for id in patient_ids {

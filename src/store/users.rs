@@ -1,8 +1,12 @@
 //! Staff users of a practice.
 
+use std::collections::HashMap;
+
 use sqlx::FromRow;
 
-use super::{Page, PageRequest, PracticeStore, Store, StoreError, StoreResult, new_id, now_ms};
+use super::{
+    Keyed, Page, PageRequest, PracticeStore, Store, StoreError, StoreResult, new_id, now_ms,
+};
 
 const USER_COLUMNS: &str =
     "id, email, title, first_name, last_name, role, is_doctor, created_at, updated_at";
@@ -74,6 +78,12 @@ impl Store {
     }
 }
 
+impl Keyed for User {
+    fn key(&self) -> &str {
+        &self.id
+    }
+}
+
 impl PracticeStore<'_> {
     /// Adds a staff user. A staff email is unique across practices.
     pub async fn create_user(&self, new: NewUser<'_>) -> StoreResult<User> {
@@ -124,6 +134,11 @@ impl PracticeStore<'_> {
             .bind(id)
             .fetch_optional(self.read())
             .await?)
+    }
+
+    /// The staff users with these ids, by id.
+    pub async fn users_by_ids(&self, ids: &[String]) -> StoreResult<HashMap<String, User>> {
+        self.by_ids("users", USER_COLUMNS, ids).await
     }
 
     /// A page of staff users, by last name then first name.

@@ -324,8 +324,31 @@ fn demo_fills_a_practice() {
     let output = cli.run(&["demo", "--patients", "120"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let err = stderr(&output);
-    assert!(err.contains("made 120 patients and 6 labels"), "{err}");
+    assert!(err.contains("made 120 patients, 6 labels and "), "{err}");
+    let bookings: usize = err
+        .split("labels and ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("a count of bookings");
+    assert!(bookings > 100, "a few weeks of bookings: {err}");
     assert!(err.contains("(practitioner)"), "{err}");
+    // The database holds no two overlapping bookings of one doctor.
+    let overlaps: i64 = tokio::runtime::Runtime::new()
+        .expect("runtime")
+        .block_on(async {
+            let url = format!("sqlite://{}", cli.dir.path().join("practice.db").display());
+            let pool = sqlx::SqlitePool::connect(&url).await.expect("connect");
+            sqlx::query_scalar(
+                "SELECT COUNT(*) FROM bookings a JOIN bookings b ON a.practice_id = b.practice_id \
+             AND a.doctor_id = b.doctor_id AND a.id < b.id WHERE a.cancelled_at IS NULL \
+             AND b.cancelled_at IS NULL AND a.start_at < b.end_at AND b.start_at < a.end_at",
+            )
+            .fetch_one(&pool)
+            .await
+            .expect("count")
+        });
+    assert_eq!(overlaps, 0);
     // Running it again adds patients and reuses what exists.
     let again = cli.run(&["demo", "--patients", "10"]);
     assert!(again.status.success(), "{}", stderr(&again));

@@ -167,6 +167,7 @@ impl TestApp {
             practice_id,
             NewStaff {
                 email,
+                title: None,
                 first_name: "Test",
                 last_name: role,
                 role,
@@ -177,6 +178,31 @@ impl TestApp {
         .await
         .expect("user");
         email.to_string()
+    }
+
+    /// Adds a doctor ("Dr FIRST LAST") to the default practice; returns their id.
+    pub async fn doctor(&self, first: &str, last: &str) -> String {
+        let email = format!(
+            "{}.{}@example.com",
+            first.to_lowercase(),
+            last.to_lowercase()
+        );
+        admin::create_user(
+            &self.store,
+            &self.practice_id,
+            NewStaff {
+                email: &email,
+                title: Some("Dr"),
+                first_name: first,
+                last_name: last,
+                role: "practitioner",
+                is_doctor: true,
+                password: PASSWORD,
+            },
+        )
+        .await
+        .expect("doctor")
+        .id
     }
 
     /// Signs in; returns the token.

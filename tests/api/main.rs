@@ -3,6 +3,7 @@
 mod helpers;
 
 mod auth;
+mod bookings;
 mod cli;
 mod http;
 mod patients;

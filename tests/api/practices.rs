@@ -173,6 +173,7 @@ async fn staff_and_tokens_belong_to_their_practice() {
         &app.practice_id,
         practice_api::admin::NewStaff {
             email: "Boss@Other.example",
+            title: None,
             first_name: "A",
             last_name: "B",
             role: "admin",

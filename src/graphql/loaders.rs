@@ -1,0 +1,142 @@
+//! Batch loading: every record a response reaches through a relation (a booking's patient,
+//! doctor, location; a patient's labels) is fetched with one statement per kind, however many
+//! records the response holds.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use async_graphql::dataloader::{DataLoader, HashMapCache, Loader};
+use async_graphql::{Context, Result};
+
+use super::error::store_failed_ref;
+use crate::store::{PracticeStore, Store, StoreResult};
+
+/// One kind of record loaded by id.
+pub trait Batch: Send + Sync + 'static {
+    type Value: Clone + Send + Sync + 'static;
+
+    fn load<'a>(
+        store: PracticeStore<'a>,
+        ids: &'a [String],
+    ) -> impl Future<Output = StoreResult<HashMap<String, Self::Value>>> + Send + 'a;
+}
+
+/// Loads records of kind `B` of one practice, in batches.
+pub struct ByIds<B> {
+    store: Store,
+    practice_id: String,
+    kind: PhantomData<fn() -> B>,
+}
+
+impl<B: Batch> Loader<String> for ByIds<B> {
+    type Value = B::Value;
+    type Error = Arc<crate::store::StoreError>;
+
+    async fn load(&self, keys: &[String]) -> Result<HashMap<String, Self::Value>, Self::Error> {
+        B::load(self.store.practice(&self.practice_id), keys)
+            .await
+            .map_err(Arc::new)
+    }
+}
+
+/// The loader of kind `B` as a request holds it.
+type Loaded<B> = DataLoader<ByIds<B>, HashMapCache>;
+
+/// Adds a loader of kind `B` to a request. With `cached`, a record loaded once is not loaded
+/// again in the same request, which lets a list fetch its relations ahead ([`prime`]); a
+/// mutation's request does not cache, so that it reads what its own earlier fields wrote.
+fn with_loader<B: Batch>(
+    request: async_graphql::Request,
+    store: &Store,
+    practice_id: &str,
+    cached: bool,
+) -> async_graphql::Request {
+    let loader = DataLoader::with_cache(
+        ByIds::<B> {
+            store: store.clone(),
+            practice_id: practice_id.to_string(),
+            kind: PhantomData,
+        },
+        tokio::spawn,
+        HashMapCache::default(),
+    );
+    loader.enable_all_cache(cached);
+    request.data(loader)
+}
+
+/// Loads one record of kind `B` through the request's loader.
+pub async fn load_one<B: Batch>(ctx: &Context<'_>, id: &str) -> Result<Option<B::Value>> {
+    let loader = ctx.data::<Loaded<B>>()?;
+    loader
+        .load_one(id.to_string())
+        .await
+        .map_err(|e| store_failed_ref(&e))
+}
+
+/// Loads every record of kind `B` a page will ask for, in one statement, ahead of its fields.
+/// Without this, the fields of a long page reach the loader over a few milliseconds and may
+/// be split into several batches; with it the number of statements is fixed.
+pub async fn prime<B: Batch>(ctx: &Context<'_>, ids: Vec<String>) -> Result<()> {
+    let loader = ctx.data::<Loaded<B>>()?;
+    loader
+        .load_many(ids)
+        .await
+        .map(|_| ())
+        .map_err(|e| store_failed_ref(&e))
+}
+
+/// Declares a batch kind that calls one store method.
+macro_rules! batch {
+    ($(#[$doc:meta])* $name:ident, $value:ty, $method:ident) => {
+        $(#[$doc])*
+        pub struct $name;
+
+        impl Batch for $name {
+            type Value = $value;
+
+            fn load<'a>(
+                store: PracticeStore<'a>,
+                ids: &'a [String],
+            ) -> impl Future<Output = StoreResult<HashMap<String, Self::Value>>> + Send + 'a {
+                async move { store.$method(ids).await }
+            }
+        }
+    };
+}
+
+batch!(
+    /// Patients by id.
+    Patients, crate::store::patients::Patient, patients_by_ids
+);
+batch!(
+    /// The labels on each patient, by patient id.
+    PatientLabels, Vec<crate::store::patients::PatientLabel>, labels_of_patients
+);
+batch!(
+    /// Staff users by id.
+    Users, crate::store::users::User, users_by_ids
+);
+batch!(
+    /// Locations by id.
+    Locations, crate::store::locations::Location, locations_by_ids
+);
+batch!(
+    /// Appointment types by id.
+    AppointmentTypes, crate::store::appointment_types::AppointmentType, appointment_types_by_ids
+);
+
+/// Adds every loader to a request of a caller of `practice_id`.
+pub fn install(
+    request: async_graphql::Request,
+    store: &Store,
+    practice_id: &str,
+    cached: bool,
+) -> async_graphql::Request {
+    let request = with_loader::<Patients>(request, store, practice_id, cached);
+    let request = with_loader::<PatientLabels>(request, store, practice_id, cached);
+    let request = with_loader::<Users>(request, store, practice_id, cached);
+    let request = with_loader::<Locations>(request, store, practice_id, cached);
+    with_loader::<AppointmentTypes>(request, store, practice_id, cached)
+}

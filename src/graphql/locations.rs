@@ -1,0 +1,183 @@
+//! Settings for bookings: the practice's locations and appointment types.
+
+use async_graphql::{Context, ID, InputObject, Object, Result, SimpleObject};
+
+use super::access::authorize;
+use super::error::{OrFail, bad_input};
+use super::input::{MAX_LINE_CHARS, optional_text, required_text};
+use super::pagination::items;
+use super::patients::Address;
+use super::payload::ResponsePayload;
+use super::store;
+use crate::auth::OperationKind;
+use crate::store::appointment_types::AppointmentType;
+use crate::store::locations::Location as StoredLocation;
+
+/// Longest appointment: a day.
+const MAX_DURATION_MINUTES: i32 = 24 * 60;
+
+/// A place where the practice sees patients.
+#[derive(SimpleObject, Clone)]
+pub struct Location {
+    /// The location's id: what BookingDataInput.location takes.
+    pub id: ID,
+    /// The location's name, unique within the practice, e.g. "Main surgery".
+    pub name: Option<String>,
+    /// The location's postal address.
+    pub address: Option<Address>,
+}
+
+impl From<StoredLocation> for Location {
+    fn from(l: StoredLocation) -> Self {
+        Location {
+            id: ID(l.id),
+            name: Some(l.name),
+            address: Some(Address {
+                address: l.address,
+                city: l.city,
+                postcode: l.postcode,
+                country: l.country,
+            }),
+        }
+    }
+}
+
+/// A kind of booking: what it is for, how long it takes and what it costs.
+#[derive(SimpleObject, Clone)]
+pub struct Appointment {
+    /// The appointment type's id: what BookingDataInput.bookingType takes.
+    pub id: ID,
+    /// Its title, unique within the practice, e.g. "Initial consultation".
+    pub title: Option<String>,
+    /// How long it takes, in minutes; a booking without an end lasts this long.
+    pub duration: Option<i32>,
+    /// Its price, in the practice's currency.
+    pub price: Option<f64>,
+}
+
+impl From<AppointmentType> for Appointment {
+    fn from(t: AppointmentType) -> Self {
+        Appointment {
+            id: ID(t.id),
+            title: Some(t.title),
+            duration: i32::try_from(t.duration).ok(),
+            price: t.price,
+        }
+    }
+}
+
+/// A postal address.
+#[derive(InputObject, Default)]
+pub struct AddressInput {
+    /// Street and number.
+    pub address: Option<String>,
+    /// Town or city.
+    pub city: Option<String>,
+    /// Postal code.
+    pub postcode: Option<String>,
+    /// Country.
+    pub country: Option<String>,
+}
+
+#[derive(Default)]
+pub struct LocationQueries;
+
+#[Object]
+impl LocationQueries {
+    /// The practice's locations, by name. Needs `bookings:read`.
+    async fn locations(&self, ctx: &Context<'_>) -> Result<Option<Vec<Option<Location>>>> {
+        let principal = authorize(ctx, OperationKind::Query)?;
+        let found = store(ctx)
+            .practice(&principal.practice_id)
+            .list_locations()
+            .await
+            .or_fail()?;
+        Ok(items(found, Location::from))
+    }
+
+    /// The practice's appointment types (what BookingDataInput.bookingType takes), by title.
+    /// Needs `bookings:read`.
+    async fn appointment_types(
+        &self,
+        ctx: &Context<'_>,
+    ) -> Result<Option<Vec<Option<Appointment>>>> {
+        let principal = authorize(ctx, OperationKind::Query)?;
+        let found = store(ctx)
+            .practice(&principal.practice_id)
+            .list_appointment_types()
+            .await
+            .or_fail()?;
+        Ok(items(found, Appointment::from))
+    }
+}
+
+#[derive(Default)]
+pub struct LocationMutations;
+
+#[Object]
+impl LocationMutations {
+    /// Adds a location. Refused if another has the name. Needs `settings`.
+    async fn create_location(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The name, 1 to 200 characters, unique within the practice.")]
+        name: String,
+        #[graphql(desc = "The postal address.")] address: Option<AddressInput>,
+    ) -> Result<Option<ResponsePayload<Location>>> {
+        let principal = authorize(ctx, OperationKind::Mutation)?;
+        let name = required_text("name", name, MAX_LINE_CHARS)?;
+        let a = address.unwrap_or_default();
+        let line = |field: &str, v| optional_text(&format!("address.{field}"), v, MAX_LINE_CHARS);
+        let new = StoredLocation {
+            id: String::new(),
+            name: name.clone(),
+            address: line("address", a.address)?,
+            city: line("city", a.city)?,
+            postcode: line("postcode", a.postcode)?,
+            country: line("country", a.country)?,
+        };
+        let made = store(ctx)
+            .practice(&principal.practice_id)
+            .create_location(new)
+            .await
+            .or_fail()?;
+        Ok(Some(match made {
+            Some(location) => ResponsePayload::ok(location.into()),
+            None => ResponsePayload::refused(format!("A location named \"{name}\" already exists")),
+        }))
+    }
+
+    /// Adds an appointment type. Refused if another has the title. Needs `settings`.
+    async fn create_appointment_type(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The title, 1 to 200 characters, unique within the practice.")]
+        title: String,
+        #[graphql(desc = "How long it takes, in minutes: 1 to 1440.")] duration: i32,
+        #[graphql(desc = "Its price; not negative.")] price: Option<f64>,
+    ) -> Result<Option<ResponsePayload<Appointment>>> {
+        let principal = authorize(ctx, OperationKind::Mutation)?;
+        let title = required_text("title", title, MAX_LINE_CHARS)?;
+        if !(1..=MAX_DURATION_MINUTES).contains(&duration) {
+            return Err(bad_input(format!(
+                "duration must be between 1 and {MAX_DURATION_MINUTES} minutes, got {duration}"
+            )));
+        }
+        if let Some(p) = price
+            && !(p.is_finite() && p >= 0.0)
+        {
+            return Err(bad_input(format!("price must not be negative, got {p}")));
+        }
+        let made = store(ctx)
+            .practice(&principal.practice_id)
+            .create_appointment_type(&title, i64::from(duration), price)
+            .await
+            .or_fail()?;
+        Ok(Some(match made {
+            Some(t) => ResponsePayload::ok(t.into()),
+            None => ResponsePayload::refused(format!(
+                "An appointment type titled \"{title}\" already exists"
+            )),
+        }))
+    }
+}

@@ -1,0 +1,657 @@
+//! Bookings: the lifecycle, ranges, overlaps (also under concurrency), and who may see what.
+
+use serde_json::{Value, json};
+
+use crate::helpers::{PASSWORD, TestApp, error_code, error_message};
+
+const CREATE: &str = "mutation($d: BookingDataInput!) { createBooking(bookingData: $d) { data { id start end reference deleted } error } }";
+const UPDATE: &str = "mutation($id: ID!, $d: BookingUpdateDataInput!) { updateBooking(id: $id, bookingData: $d) { data { id start end } error } }";
+const CANCEL: &str = "mutation($id: ID!, $r: String) { deleteBooking(id: $id, cancellationReason: $r, sendCancellationMessages: false) { data { id deleted cancellationReason } error } }";
+
+/// A day to book on, far from today's edges.
+const DAY: &str = "2031-03-04";
+
+fn at(time: &str) -> String {
+    format!("{DAY}T{time}:00Z")
+}
+
+/// A practice with a doctor, a patient, a location and an appointment type.
+struct Clinic {
+    app: TestApp,
+    doctor: String,
+    patient: String,
+    location: String,
+    kind: String,
+}
+
+impl Clinic {
+    async fn new() -> Clinic {
+        let app = TestApp::spawn().await;
+        let doctor = app.doctor("Grace", "Hopper").await;
+        let patient = app.patient("Jane", "Doe").await;
+        let made = app
+            .ok(
+                "mutation { createLocation(name: \"Main surgery\", address: { city: \"York\" }) { data { id } error } createAppointmentType(title: \"Consultation\", duration: 30, price: 50.5) { data { id } error } }",
+                json!({}),
+            )
+            .await;
+        let location = made["createLocation"]["data"]["id"]
+            .as_str()
+            .expect("location")
+            .to_string();
+        let kind = made["createAppointmentType"]["data"]["id"]
+            .as_str()
+            .expect("type")
+            .to_string();
+        Clinic {
+            app,
+            doctor,
+            patient,
+            location,
+            kind,
+        }
+    }
+
+    /// Books `patient` with the doctor from `start` to `end` (HH:MM on DAY); returns the payload.
+    async fn book(&self, patient: &str, start: &str, end: &str) -> Value {
+        self.book_with(&self.app.admin_token, patient, start, end)
+            .await
+    }
+
+    async fn book_with(&self, token: &str, patient: &str, start: &str, end: &str) -> Value {
+        let body = self
+            .app
+            .gql(
+                Some(token),
+                CREATE,
+                json!({ "d": { "patient": patient, "doctor": self.doctor, "start": at(start), "end": at(end) } }),
+            )
+            .await;
+        assert!(body.get("errors").is_none(), "{body}");
+        body["data"]["createBooking"].clone()
+    }
+
+    async fn book_ok(&self, start: &str, end: &str) -> String {
+        let payload = self.book(&self.patient, start, end).await;
+        payload["data"]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("booking refused: {payload}"))
+            .to_string()
+    }
+
+    async fn range(&self, start: &str, end: &str, extra: &str) -> Vec<String> {
+        let data = self
+            .app
+            .ok(
+                &format!("query($s: DateTime!, $e: DateTime!) {{ bookings(dateRange: {{ start: $s, end: $e }}{extra}) {{ data {{ id }} }} }}"),
+                json!({ "s": at(start), "e": at(end) }),
+            )
+            .await;
+        data["bookings"]["data"]
+            .as_array()
+            .expect("list")
+            .iter()
+            .map(|b| b["id"].as_str().expect("id").to_string())
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn book_read_move_cancel_and_rebook() {
+    let c = Clinic::new().await;
+    let body = c
+        .app
+        .gql(
+            Some(&c.app.admin_token),
+            CREATE,
+            json!({ "d": {
+                "patient": c.patient, "doctor": c.doctor, "location": c.location,
+                "bookingType": c.kind, "start": format!("{DAY}T10:15:00+01:00"), "comments": "First visit"
+            }}),
+        )
+        .await;
+    let payload = &body["data"]["createBooking"];
+    assert_eq!(payload["error"], Value::Null, "{body}");
+    let id = payload["data"]["id"].as_str().expect("id").to_string();
+    // Stored and returned in UTC; the end comes from the appointment type's 30 minutes.
+    assert_eq!(
+        payload["data"]["start"],
+        json!(format!("{DAY}T09:15:00.000Z"))
+    );
+    assert_eq!(
+        payload["data"]["end"],
+        json!(format!("{DAY}T09:45:00.000Z"))
+    );
+    assert!(
+        payload["data"]["reference"]
+            .as_str()
+            .expect("reference")
+            .starts_with("BK-")
+    );
+
+    let read = c
+        .app
+        .ok(
+            "query($id: ID!) { booking(id: $id) { id comments deleted patientId patient { firstName } doctor { fullName isDoctor } doctorName location { name address { city } } appointment { title duration price } createdAt updatedAt } }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert_eq!(
+        read["booking"],
+        json!({
+            "id": id, "comments": "First visit", "deleted": false, "patientId": c.patient,
+            "patient": { "firstName": "Jane" },
+            "doctor": { "fullName": "Grace Hopper", "isDoctor": true },
+            "doctorName": "Dr Grace Hopper",
+            "location": { "name": "Main surgery", "address": { "city": "York" } },
+            "appointment": { "title": "Consultation", "duration": 30, "price": 50.5 },
+            "createdAt": read["booking"]["createdAt"], "updatedAt": read["booking"]["updatedAt"]
+        })
+    );
+
+    // Move it.
+    let moved = c
+        .app
+        .ok(UPDATE, json!({ "id": id, "d": { "start": at("11:00"), "end": at("11:30"), "comments": null } }))
+        .await;
+    assert_eq!(
+        moved["updateBooking"]["data"],
+        json!({ "id": id, "start": format!("{DAY}T11:00:00.000Z"), "end": format!("{DAY}T11:30:00.000Z") })
+    );
+
+    // Cancel it: kept, marked, out of lists unless asked for; the slot is free again.
+    let cancelled = c
+        .app
+        .ok(CANCEL, json!({ "id": id, "r": "Patient is unwell" }))
+        .await;
+    assert_eq!(
+        cancelled["deleteBooking"]["data"],
+        json!({ "id": id, "deleted": true, "cancellationReason": "Patient is unwell" })
+    );
+    let again = c.app.ok(CANCEL, json!({ "id": id })).await;
+    assert_eq!(
+        again["deleteBooking"]["error"],
+        "This booking is already cancelled"
+    );
+    let moved_again = c
+        .app
+        .ok(UPDATE, json!({ "id": id, "d": { "start": at("12:00") } }))
+        .await;
+    assert_eq!(
+        moved_again["updateBooking"]["error"],
+        "This booking has been cancelled and can no longer be changed"
+    );
+    assert!(c.range("00:00", "23:59", "").await.is_empty());
+    assert_eq!(
+        c.range("00:00", "23:59", ", options: { includeDeleted: true }")
+            .await,
+        vec![id.clone()]
+    );
+    let rebooked = c.book_ok("11:00", "11:30").await;
+    assert_ne!(rebooked, id);
+}
+
+#[tokio::test]
+async fn ranges_include_bookings_that_start_or_end_inside() {
+    let c = Clinic::new().await;
+    let morning = c.book_ok("09:00", "10:00").await;
+    let noon = c.book_ok("12:00", "13:00").await;
+    let evening = c.book_ok("17:00", "18:00").await;
+    // Edges are included: a booking ending exactly at the range start is in it.
+    assert_eq!(
+        c.range("10:00", "12:00", "").await,
+        vec![morning.clone(), noon.clone()]
+    );
+    assert_eq!(c.range("09:30", "11:59", "").await, vec![morning.clone()]);
+    assert_eq!(
+        c.range("12:30", "17:00", "").await,
+        vec![noon.clone(), evening.clone()]
+    );
+    // A booking that spans the whole range neither starts nor ends inside it.
+    assert!(c.range("12:15", "12:45", "").await.is_empty());
+    assert!(c.range("13:01", "16:59", "").await.is_empty());
+    // Paging through by start time.
+    let page = c
+        .app
+        .ok("{ bookings(pagination: { pageSize: 2, page: 2 }) { data { id } pageInfo { page pageSize hasMore } } }", json!({}))
+        .await;
+    assert_eq!(page["bookings"]["data"], json!([{ "id": evening }]));
+    assert_eq!(
+        page["bookings"]["pageInfo"],
+        json!({ "page": 2, "pageSize": 2, "hasMore": false })
+    );
+    // A backwards range is a clear error.
+    let body = c
+        .app
+        .gql(
+            Some(&c.app.admin_token),
+            "query($s: DateTime!, $e: DateTime!) { bookings(dateRange: { start: $s, end: $e }) { data { id } } }",
+            json!({ "s": at("12:00"), "e": at("11:00") }),
+        )
+        .await;
+    assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+
+    // Through the patient and the doctor, by day.
+    let data = c
+        .app
+        .ok(
+            "query($p: ID!, $d: ID!) { patient(id: $p) { bookings(start: \"2031-03-04\", end: \"2031-03-04\") { id } } user(id: $d) { bookings(start: \"2031-03-01\", end: \"2031-03-31\", pageSize: 2) { data { id } pageInfo { hasMore } } } }",
+            json!({ "p": c.patient, "d": c.doctor }),
+        )
+        .await;
+    assert_eq!(
+        data["patient"]["bookings"].as_array().expect("list").len(),
+        3
+    );
+    assert_eq!(
+        data["user"]["bookings"]["data"],
+        json!([{ "id": morning }, { "id": noon }])
+    );
+    assert_eq!(data["user"]["bookings"]["pageInfo"]["hasMore"], json!(true));
+    let other_day = c
+        .app
+        .ok(
+            "query($p: ID!) { patient(id: $p) { bookings(start: \"2031-03-05\", end: \"2031-03-06\") { id } } }",
+            json!({ "p": c.patient }),
+        )
+        .await;
+    assert_eq!(other_day["patient"]["bookings"], json!([]));
+}
+
+#[tokio::test]
+async fn a_doctor_is_never_double_booked() {
+    let c = Clinic::new().await;
+    let other = c.app.patient("John", "Smith").await;
+    let first = c.book_ok("09:15", "09:45").await;
+    // Back to back is fine, on both sides.
+    c.book_ok("08:45", "09:15").await;
+    c.book_ok("09:45", "10:15").await;
+    // Any overlap is refused with a sentence, and nothing is written.
+    for (start, end) in [
+        ("09:00", "09:30"),
+        ("09:30", "10:00"),
+        ("09:20", "09:40"),
+        ("09:00", "10:30"),
+    ] {
+        let refused = c.book(&other, start, end).await;
+        assert_eq!(refused["data"], Value::Null);
+        let error = refused["error"].as_str().expect("error");
+        assert!(
+            error.starts_with("Dr Grace Hopper is already booked "),
+            "{error}"
+        );
+        assert!(error.ends_with(&format!("on {DAY} (UTC)")), "{error}");
+    }
+    let refused = c.book(&other, "09:15", "09:45").await;
+    assert_eq!(
+        refused["error"],
+        json!(format!(
+            "Dr Grace Hopper is already booked 09:15–09:45 on {DAY} (UTC)"
+        ))
+    );
+    assert_eq!(c.range("00:00", "23:59", "").await.len(), 3);
+
+    // Another doctor is free at that time.
+    let other_doctor = c.app.doctor("Alan", "Turing").await;
+    let body = c
+        .app
+        .ok(CREATE, json!({ "d": { "patient": other, "doctor": other_doctor, "start": at("09:15"), "end": at("09:45") } }))
+        .await;
+    assert_eq!(body["createBooking"]["error"], Value::Null);
+    let theirs = body["createBooking"]["data"]["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+
+    // Moving a booking into an occupied slot, or to a busy doctor, is refused and changes nothing.
+    let late = c.book_ok("14:00", "14:30").await;
+    let into = c
+        .app
+        .ok(
+            UPDATE,
+            json!({ "id": late, "d": { "start": at("09:30"), "end": at("10:00") } }),
+        )
+        .await;
+    assert!(
+        into["updateBooking"]["error"]
+            .as_str()
+            .expect("error")
+            .contains("already booked")
+    );
+    let to_busy = c
+        .app
+        .ok(UPDATE, json!({ "id": theirs, "d": { "doctor": c.doctor } }))
+        .await;
+    assert!(
+        to_busy["updateBooking"]["error"]
+            .as_str()
+            .expect("error")
+            .contains("already booked")
+    );
+    let unchanged = c
+        .app
+        .ok(
+            "query($id: ID!) { booking(id: $id) { start } }",
+            json!({ "id": late }),
+        )
+        .await;
+    assert_eq!(
+        unchanged["booking"]["start"],
+        json!(format!("{DAY}T14:00:00.000Z"))
+    );
+    // Moving within its own slot is fine.
+    let shift = c
+        .app
+        .ok(UPDATE, json!({ "id": first, "d": { "end": at("09:40") } }))
+        .await;
+    assert_eq!(shift["updateBooking"]["error"], Value::Null, "{shift}");
+}
+
+#[tokio::test]
+async fn concurrent_requests_for_one_slot_book_it_once() {
+    let c = Clinic::new().await;
+    let mut patients = Vec::new();
+    for i in 0..25 {
+        patients.push(c.app.patient("Rush", &format!("Patient{i}")).await);
+    }
+    let bodies: Vec<Value> = patients
+        .iter()
+        .map(|p| json!({ "query": CREATE, "variables": { "d": { "patient": p, "doctor": c.doctor, "start": at("09:00"), "end": at("09:30") } } }))
+        .collect();
+    let results = futures_util::future::join_all(
+        bodies
+            .iter()
+            .map(|body| c.app.post_json(Some(&c.app.admin_token), body)),
+    )
+    .await;
+    let mut booked = 0;
+    for raw in &results {
+        assert_eq!(raw.status, reqwest::StatusCode::OK, "{}", raw.body);
+        assert!(
+            raw.body.get("errors").is_none(),
+            "no internal error: {}",
+            raw.body
+        );
+        let payload = &raw.body["data"]["createBooking"];
+        if payload["error"].is_null() {
+            booked += 1;
+        } else {
+            assert!(
+                payload["error"]
+                    .as_str()
+                    .expect("error")
+                    .contains("already booked"),
+                "{payload}"
+            );
+        }
+    }
+    assert_eq!(booked, 1);
+    assert_eq!(c.range("00:00", "23:59", "").await.len(), 1);
+}
+
+#[tokio::test]
+async fn bad_bookings_are_refused_clearly() {
+    let c = Clinic::new().await;
+    let send = |d: Value| {
+        let app = &c.app;
+        async move {
+            app.gql(Some(&app.admin_token), CREATE, json!({ "d": d }))
+                .await
+        }
+    };
+    let base = json!({ "patient": c.patient, "doctor": c.doctor, "start": at("09:00"), "end": at("09:30") });
+    let with = |key: &str, value: Value| {
+        let mut d = base.clone();
+        d[key] = value;
+        d
+    };
+    // Invalid input: GraphQL errors.
+    for (d, says) in [
+        (
+            with("end", json!(at("08:00"))),
+            "bookingData.end must be after bookingData.start",
+        ),
+        (
+            with("end", json!(at("09:00"))),
+            "bookingData.end must be after bookingData.start",
+        ),
+        (
+            with("end", json!("2031-03-06T09:00:00Z")),
+            "longer than 24 hours",
+        ),
+        (
+            with("doctor", Value::Null),
+            "bookingData.doctor is required",
+        ),
+        (
+            with("start", json!("2031-03-04T09:00:00")),
+            "with an offset",
+        ),
+        (with("start", json!("next tuesday")), "RFC 3339"),
+    ] {
+        let body = send(d.clone()).await;
+        assert_eq!(error_code(&body), "BAD_USER_INPUT", "{d}: {body}");
+        assert!(error_message(&body).contains(says), "{d}: {body}");
+    }
+    // Refusals: the payload's error, nothing written.
+    let receptionist = c.app.user("receptionist", "rosa@example.com").await;
+    let users = c.app.ok("{ users { data { id email } } }", json!({})).await;
+    let not_doctor = users["users"]["data"]
+        .as_array()
+        .expect("users")
+        .iter()
+        .find(|u| u["email"] == json!(receptionist))
+        .and_then(|u| u["id"].as_str())
+        .expect("id")
+        .to_string();
+    let archived = c.app.patient("Old", "Patient").await;
+    c.app
+        .ok(
+            "mutation($id: ID!) { archivePatient(id: $id) { error } }",
+            json!({ "id": archived }),
+        )
+        .await;
+    for (d, says) in [
+        (
+            with("patient", json!("nobody")),
+            "No patient with id nobody".to_string(),
+        ),
+        (
+            with("doctor", json!("nobody")),
+            "No doctor with id nobody".to_string(),
+        ),
+        (
+            with("doctor", json!(not_doctor)),
+            "Test receptionist is not a doctor and cannot be booked".to_string(),
+        ),
+        (
+            with("location", json!("nowhere")),
+            "No location with id nowhere".to_string(),
+        ),
+        (
+            with("bookingType", json!("nothing")),
+            "No appointment type with id nothing".to_string(),
+        ),
+        (
+            with("patient", json!(archived)),
+            "The patient is archived: unarchive them before booking".to_string(),
+        ),
+    ] {
+        let body = send(d.clone()).await;
+        assert_eq!(
+            body["data"]["createBooking"],
+            json!({ "data": null, "error": says }),
+            "{d}"
+        );
+    }
+    assert!(
+        c.range("00:00", "23:59", ", options: { includeDeleted: true }")
+            .await
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn a_bookings_token_gets_no_patient_data_through_a_booking() {
+    let c = Clinic::new().await;
+    let id = c.book_ok("09:00", "09:30").await;
+    let token = c.app.token(&["bookings:read"]).await;
+    let body = c
+        .app
+        .gql(
+            Some(&token),
+            "query($id: ID!) { booking(id: $id) { id patientId start patient { email firstName } doctorName location { name } } }",
+            json!({ "id": id }),
+        )
+        .await;
+    let booking = &body["data"]["booking"];
+    assert_eq!(
+        booking["id"],
+        json!(id),
+        "the rest of the booking is returned: {body}"
+    );
+    assert_eq!(booking["patientId"], json!(c.patient));
+    assert_eq!(booking["doctorName"], "Dr Grace Hopper");
+    assert_eq!(
+        booking.get("patient"),
+        Some(&Value::Null),
+        "present, and null: {body}"
+    );
+    assert_eq!(error_code(&body), "FORBIDDEN");
+    assert_eq!(error_message(&body), "Missing permission patients:read");
+    assert_eq!(body["errors"][0]["path"], json!(["booking", "patient"]));
+    // Nor through a list, nor through the doctor.
+    let list = c
+        .app
+        .gql(
+            Some(&token),
+            "{ bookings { data { patient { email } doctor { email } } } }",
+            json!({}),
+        )
+        .await;
+    let codes: Vec<&str> = list["errors"]
+        .as_array()
+        .expect("errors")
+        .iter()
+        .filter_map(|e| e["extensions"]["code"].as_str())
+        .collect();
+    assert_eq!(codes, vec!["FORBIDDEN", "FORBIDDEN"], "{list}");
+    assert_eq!(
+        list["data"]["bookings"]["data"][0],
+        json!({ "patient": null, "doctor": null }),
+        "{list}"
+    );
+    // It cannot book either.
+    let write = c
+        .app
+        .gql(Some(&token), CREATE, json!({ "d": { "patient": c.patient, "doctor": c.doctor, "start": at("10:00"), "end": at("10:30") } }))
+        .await;
+    assert_eq!(error_code(&write), "FORBIDDEN", "{write}");
+
+    // A token for the patient query alone reads the patient but not the patient's bookings.
+    let patient_only = c.app.token(&["query:patient"]).await;
+    let body = c
+        .app
+        .gql(
+            Some(&patient_only),
+            "query($id: ID!) { patient(id: $id) { firstName bookings(start: \"2031-03-01\", end: \"2031-03-31\") { id } } }",
+            json!({ "id": c.patient }),
+        )
+        .await;
+    assert_eq!(body["data"]["patient"]["firstName"], "Jane");
+    assert_eq!(body["data"]["patient"]["bookings"], Value::Null);
+    assert_eq!(error_message(&body), "Missing permission bookings:read");
+}
+
+#[tokio::test]
+async fn receptionists_and_practitioners_by_their_roles() {
+    let c = Clinic::new().await;
+    let receptionist = c
+        .app
+        .sign_in(
+            &c.app.user("receptionist", "rosa@example.com").await,
+            PASSWORD,
+        )
+        .await;
+    let practitioner = c
+        .app
+        .sign_in(
+            &c.app.user("practitioner", "pat@example.com").await,
+            PASSWORD,
+        )
+        .await;
+
+    // Both book, read and cancel bookings, and see the patient of a booking.
+    for (token, start, end) in [
+        (&receptionist, "09:00", "09:30"),
+        (&practitioner, "10:00", "10:30"),
+    ] {
+        let payload = c.book_with(token, &c.patient, start, end).await;
+        let id = payload["data"]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{payload}"))
+            .to_string();
+        let read = c
+            .app
+            .gql(
+                Some(token),
+                "query($id: ID!) { booking(id: $id) { patient { firstName } } }",
+                json!({ "id": id }),
+            )
+            .await;
+        assert_eq!(
+            read["data"]["booking"]["patient"]["firstName"], "Jane",
+            "{read}"
+        );
+        let cancelled = c.app.gql(Some(token), CANCEL, json!({ "id": id })).await;
+        assert_eq!(
+            cancelled["data"]["deleteBooking"]["data"]["deleted"],
+            json!(true),
+            "{cancelled}"
+        );
+    }
+    // The receptionist may not change patients; the practitioner may.
+    let archive = "mutation($id: ID!) { archivePatient(id: $id) { data { archived } error } }";
+    let refused = c
+        .app
+        .gql(Some(&receptionist), archive, json!({ "id": c.patient }))
+        .await;
+    assert_eq!(
+        error_message(&refused),
+        "Missing permission patients:write (or mutation:archivePatient)"
+    );
+    let done = c
+        .app
+        .gql(Some(&practitioner), archive, json!({ "id": c.patient }))
+        .await;
+    assert_eq!(
+        done["data"]["archivePatient"]["data"]["archived"],
+        json!(true),
+        "{done}"
+    );
+    // Neither may change the practice's settings.
+    for token in [&receptionist, &practitioner] {
+        let body = c
+            .app
+            .gql(
+                Some(token),
+                "mutation { createLocation(name: \"Annex\") { error } }",
+                json!({}),
+            )
+            .await;
+        assert_eq!(error_code(&body), "FORBIDDEN", "{body}");
+        let locations = c
+            .app
+            .gql(
+                Some(token),
+                "{ locations { name } appointmentTypes { title duration } }",
+                json!({}),
+            )
+            .await;
+        assert_eq!(
+            locations["data"]["locations"],
+            json!([{ "name": "Main surgery" }]),
+            "{locations}"
+        );
+    }
+}

@@ -1,0 +1,127 @@
+//! No N+1: a page of bookings with their patient, doctor, location and appointment type costs
+//! a fixed number of SQL statements, however many bookings the page holds. Counted from
+//! sqlx's own statement log, so this test has its binary to itself: the counter is global.
+
+// The helpers serve the api suite too; this binary uses a few of them.
+#[allow(dead_code)]
+#[path = "api/helpers.rs"]
+mod helpers;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::json;
+use tracing::Subscriber;
+use tracing_subscriber::Layer;
+use tracing_subscriber::layer::{Context, SubscriberExt};
+
+use helpers::TestApp;
+
+static STATEMENTS: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts the events sqlx logs for each statement it runs, but for the pragmas that set up a
+/// new pooled connection: those are paid once per connection, not per request.
+struct CountStatements;
+
+impl<S: Subscriber> Layer<S> for CountStatements {
+    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+        if event.metadata().target() != "sqlx::query" {
+            return;
+        }
+        let mut summary = Summary(String::new());
+        event.record(&mut summary);
+        if !summary.0.starts_with("\"PRAGMA") {
+            STATEMENTS.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// The statement's summary, as sqlx logs it.
+struct Summary(String);
+
+impl tracing::field::Visit for Summary {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "summary" {
+            self.0 = format!("{value:?}");
+        }
+    }
+}
+
+const PAGE: &str = "query($n: Int) { bookings(pagination: { pageSize: $n }) { data { id start \
+    patient { firstName labels { text } } doctor { fullName } doctorName location { name } \
+    appointment { title } } } }";
+
+async fn statements_for_page(app: &TestApp, size: usize) -> usize {
+    let before = STATEMENTS.load(Ordering::SeqCst);
+    let data = app.ok(PAGE, json!({ "n": size })).await;
+    let after = STATEMENTS.load(Ordering::SeqCst);
+    let page = data["bookings"]["data"].as_array().expect("page");
+    assert_eq!(page.len(), size);
+    for booking in page {
+        assert!(booking["patient"]["firstName"].is_string(), "{booking}");
+        assert!(booking["doctor"]["fullName"].is_string(), "{booking}");
+        assert!(booking["location"]["name"].is_string(), "{booking}");
+        assert!(booking["appointment"]["title"].is_string(), "{booking}");
+    }
+    after - before
+}
+
+#[tokio::test]
+async fn a_page_of_100_bookings_costs_a_fixed_number_of_statements() {
+    let subscriber = tracing_subscriber::registry().with(CountStatements);
+    tracing::subscriber::set_global_default(subscriber).expect("one subscriber");
+
+    let app = TestApp::spawn().await;
+    let setup = app
+        .ok(
+            "mutation { a: createLocation(name: \"Main\") { data { id } } b: createLocation(name: \"Annex\") { data { id } } t: createAppointmentType(title: \"Consultation\", duration: 15) { data { id } } u: createAppointmentType(title: \"Check\", duration: 15) { data { id } } }",
+            json!({}),
+        )
+        .await;
+    let locations = [&setup["a"]["data"]["id"], &setup["b"]["data"]["id"]];
+    let types = [&setup["t"]["data"]["id"], &setup["u"]["data"]["id"]];
+    let label = app.label("VIP").await;
+    let mut doctors = Vec::new();
+    for i in 0..4 {
+        doctors.push(app.doctor("Doc", &format!("Number{i}")).await);
+    }
+    for i in 0..100 {
+        let patient = app.patient("Pat", &format!("Number{i}")).await;
+        app.ok(
+            "mutation($p: ID!, $l: ID!) { addPatientLabel(patientId: $p, labelReferenceId: $l) { error } }",
+            json!({ "p": patient, "l": label }),
+        )
+        .await;
+        let start = chrono::DateTime::parse_from_rfc3339("2031-01-06T08:00:00Z").expect("time")
+            + chrono::Duration::minutes(15 * (i / 4) as i64);
+        let booked = app
+            .ok(
+                "mutation($d: BookingDataInput!) { createBooking(bookingData: $d) { error } }",
+                json!({ "d": {
+                    "patient": patient, "doctor": doctors[i % 4], "location": locations[i % 2],
+                    "bookingType": types[i % 2], "start": start.to_rfc3339()
+                }}),
+            )
+            .await;
+        assert_eq!(
+            booked["createBooking"]["error"],
+            serde_json::Value::Null,
+            "{booked}"
+        );
+    }
+    // The token's last use is recorded at most once a minute; let that write happen now.
+    app.ok("{ currentPractice { id } }", json!({})).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+
+    // Let the pool open the connections a busy page uses.
+    statements_for_page(&app, 100).await;
+    let for_100 = statements_for_page(&app, 100).await;
+    let for_10 = statements_for_page(&app, 10).await;
+    let for_1 = statements_for_page(&app, 1).await;
+    eprintln!(
+        "statements: page of 100 bookings with relations = {for_100}, of 10 = {for_10}, of 1 = {for_1}"
+    );
+    assert_eq!(for_100, for_10, "the count must not grow with the page");
+    assert_eq!(for_100, for_1, "the count must not grow with the page");
+    // Token check, bookings, patients, their labels, doctors, locations, appointment types.
+    assert_eq!(for_100, 7);
+}
