@@ -137,7 +137,8 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
-            EnvFilter::try_from_env("PRACTICE_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+            EnvFilter::try_from_env("PRACTICE_LOG")
+                .unwrap_or_else(|_| EnvFilter::new("info,sqlx::postgres::notice=warn")),
         )
         .init();
     let runtime = match tokio::runtime::Runtime::new() {

@@ -14,7 +14,7 @@ use tracing::Subscriber;
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::{Context, SubscriberExt};
 
-use helpers::TestApp;
+use helpers::{Engine, TestApp};
 
 static STATEMENTS: AtomicUsize = AtomicUsize::new(0);
 
@@ -65,12 +65,19 @@ async fn statements_for_page(app: &TestApp, size: usize) -> usize {
     after - before
 }
 
+/// Both engines in one test, one after the other: the statement counter is global.
 #[tokio::test]
 async fn a_page_of_100_bookings_costs_a_fixed_number_of_statements() {
     let subscriber = tracing_subscriber::registry().with(CountStatements);
     tracing::subscriber::set_global_default(subscriber).expect("one subscriber");
+    for engine in [Engine::Sqlite, Engine::Postgres] {
+        if let Some(app) = TestApp::spawn_with(engine, Default::default()).await {
+            count_on(&app, engine).await;
+        }
+    }
+}
 
-    let app = TestApp::spawn().await;
+async fn count_on(app: &TestApp, engine: Engine) {
     let setup = app
         .ok(
             "mutation { a: createLocation(name: \"Main\") { data { id } } b: createLocation(name: \"Annex\") { data { id } } t: createAppointmentType(title: \"Consultation\", duration: 15) { data { id } } u: createAppointmentType(title: \"Check\", duration: 15) { data { id } } }",
@@ -113,12 +120,12 @@ async fn a_page_of_100_bookings_costs_a_fixed_number_of_statements() {
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
 
     // Let the pool open the connections a busy page uses.
-    statements_for_page(&app, 100).await;
-    let for_100 = statements_for_page(&app, 100).await;
-    let for_10 = statements_for_page(&app, 10).await;
-    let for_1 = statements_for_page(&app, 1).await;
+    statements_for_page(app, 100).await;
+    let for_100 = statements_for_page(app, 100).await;
+    let for_10 = statements_for_page(app, 10).await;
+    let for_1 = statements_for_page(app, 1).await;
     eprintln!(
-        "statements: page of 100 bookings with relations = {for_100}, of 10 = {for_10}, of 1 = {for_1}"
+        "statements on {engine:?}: page of 100 bookings with relations = {for_100}, of 10 = {for_10}, of 1 = {for_1}"
     );
     assert_eq!(for_100, for_10, "the count must not grow with the page");
     assert_eq!(for_100, for_1, "the count must not grow with the page");

@@ -183,6 +183,24 @@ impl Params {
         Params::from_object(object)
     }
 
+    /// True if the document or a variable holds a NUL character.
+    fn has_nul(&self) -> bool {
+        fn in_value(value: &Value) -> bool {
+            match value {
+                Value::String(text) => text.contains('\0'),
+                Value::Array(items) => items.iter().any(in_value),
+                Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || in_value(v)),
+                _ => false,
+            }
+        }
+        self.query.contains('\0')
+            || self.query.contains("\\u0000")
+            || self
+                .variables
+                .as_ref()
+                .is_some_and(|vars| vars.iter().any(|(k, v)| k.contains('\0') || in_value(v)))
+    }
+
     fn into_request(self) -> async_graphql::Request {
         let mut request = async_graphql::Request::new(self.query);
         if let Some(variables) = self.variables {
@@ -268,6 +286,17 @@ pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
         Ok(params) => params,
         Err(message) => return bad_request(&message),
     };
+    if params.has_nul() {
+        // No database text column can hold U+0000 (PostgreSQL refuses it outright), and no
+        // name, note or id of ours contains one: refuse it here, the same on every engine.
+        return Reply::graphql_error(
+            media,
+            StatusCode::BAD_REQUEST,
+            code::BAD_USER_INPUT,
+            "text must not contain NUL characters (U+0000)",
+        )
+        .into_response();
+    }
     let mut request = params.into_request();
 
     let operation_name = request.operation_name.clone();

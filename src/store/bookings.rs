@@ -116,7 +116,7 @@ impl PracticeStore<'_> {
             created_at: now,
             updated_at: now,
         };
-        let mut tx = self.write().begin().await?;
+        let mut tx = self.begin_write().await?;
         if let Some(reason) = self
             .check_references(&mut tx, &booking.fields, None)
             .await?
@@ -144,7 +144,7 @@ impl PracticeStore<'_> {
         id: &str,
         change: impl FnOnce(&mut Booking) -> Modification,
     ) -> StoreResult<BookingChange> {
-        let mut tx = self.write().begin().await?;
+        let mut tx = self.begin_write().await?;
         let sql = format!(
             "UPDATE bookings SET updated_at = updated_at WHERE practice_id = $1 AND id = $2 \
              RETURNING {BOOKING_COLUMNS}"

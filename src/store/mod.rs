@@ -149,16 +149,14 @@ impl Store {
     pub async fn migrate(&self) -> StoreResult<()> {
         let migrator = match self.engine {
             Engine::Sqlite => sqlx::migrate!("migrations/sqlite"),
-            Engine::Postgres => {
-                return Err(StoreError::Config(
-                    "PostgreSQL is not supported yet: use sqlite://FILE".into(),
-                ));
-            }
+            Engine::Postgres => sqlx::migrate!("migrations/postgres"),
         };
-        migrator
-            .run(&self.write)
-            .await
-            .map_err(|e| StoreError::Config(format!("migration failed: {e}")))
+        // On PostgreSQL the migrator holds an advisory lock, so that instances starting
+        // together apply each migration once.
+        migrator.run(&self.write).await.map_err(|e| match e {
+            sqlx::migrate::MigrateError::Execute(err) => StoreError::from(err),
+            other => StoreError::Config(format!("migration failed: {other}")),
+        })
     }
 
     /// The engine this store runs on.
@@ -201,6 +199,17 @@ impl<'a> PracticeStore<'a> {
 
     fn write(&self) -> &'a AnyPool {
         &self.store.write
+    }
+
+    /// Starts a transaction that will write. On SQLite it takes the write lock at once
+    /// (`BEGIN IMMEDIATE`), so that a transaction that reads first never fails half-way when
+    /// another process (a second instance, the command line) wrote in between; it waits
+    /// for the lock instead, up to the busy timeout.
+    async fn begin_write(&self) -> StoreResult<sqlx::Transaction<'a, sqlx::Any>> {
+        Ok(match self.store.engine {
+            Engine::Sqlite => self.write().begin_with("BEGIN IMMEDIATE").await?,
+            Engine::Postgres => self.write().begin().await?,
+        })
     }
 
     /// The rows of `table` with these ids, by id: one statement for a whole batch (what the

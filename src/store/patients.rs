@@ -162,7 +162,7 @@ impl PracticeStore<'_> {
             created_at: now,
             updated_at: now,
         };
-        let mut tx = self.write().begin().await?;
+        let mut tx = self.begin_write().await?;
         let sql = format!(
             "INSERT INTO patients (practice_id, search_text, {PATIENT_COLUMNS}) VALUES \
              ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
@@ -235,7 +235,7 @@ impl PracticeStore<'_> {
         labels: Option<&[String]>,
         change: impl FnOnce(&mut Patient) -> Modification,
     ) -> StoreResult<PatientChange> {
-        let mut tx = self.write().begin().await?;
+        let mut tx = self.begin_write().await?;
         // A no-op update takes the row lock on PostgreSQL and returns the row as it is now.
         let sql = format!(
             "UPDATE patients SET updated_at = updated_at WHERE practice_id = $1 AND id = $2 \
@@ -374,7 +374,7 @@ impl PracticeStore<'_> {
         patient_id: &str,
         label_id: &str,
     ) -> StoreResult<PatientChange> {
-        let mut tx = self.write().begin().await?;
+        let mut tx = self.begin_write().await?;
         if self
             .insert_patient_label(&mut tx, patient_id, label_id)
             .await?
@@ -408,7 +408,7 @@ impl PracticeStore<'_> {
         patient_id: &str,
         label_id: &str,
     ) -> StoreResult<PatientChange> {
-        let mut tx = self.write().begin().await?;
+        let mut tx = self.begin_write().await?;
         let deleted = sqlx::query(
             "DELETE FROM patient_labels WHERE practice_id = $1 AND patient_id = $2 \
              AND (id = $3 OR label_id = $3)",

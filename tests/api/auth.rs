@@ -5,7 +5,10 @@ use std::time::Duration;
 use practice_api::config::ServeConfig;
 use serde_json::{Value, json};
 
-use crate::helpers::{PASSWORD, TestApp, error_code, error_message};
+use rstest::rstest;
+
+use crate::helpers::{Engine, PASSWORD, error_code, error_message};
+use crate::spawn;
 
 const PATIENT: &str = "query($id: ID!) { patient(id: $id) { id firstName labels { text } } }";
 const PATIENTS: &str = "{ patients { data { id } } }";
@@ -26,9 +29,12 @@ fn assert_unauthenticated(body: &Value, says: &str) {
     assert!(body.get("data").is_none(), "{body}");
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn a_token_for_the_patient_query_alone() {
-    let app = TestApp::spawn().await;
+async fn a_token_for_the_patient_query_alone(#[case] engine: Engine) {
+    let app = spawn!(engine);
     let id = app.patient("Jane", "Doe").await;
     let token = app.token(&["query:patient"]).await;
 
@@ -64,9 +70,12 @@ async fn a_token_for_the_patient_query_alone() {
     );
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn a_bookings_token_gets_no_patient_data() {
-    let app = TestApp::spawn().await;
+async fn a_bookings_token_gets_no_patient_data(#[case] engine: Engine) {
+    let app = spawn!(engine);
     let id = app.patient("Jane", "Doe").await;
     let token = app.token(&["bookings:read", "bookings:write"]).await;
     let body = app.gql(Some(&token), PATIENT, json!({ "id": id })).await;
@@ -91,9 +100,12 @@ async fn a_bookings_token_gets_no_patient_data() {
     assert_eq!(me["data"]["currentPractice"]["name"], "My practice", "{me}");
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn an_everything_token_does_everything() {
-    let app = TestApp::spawn().await;
+async fn an_everything_token_does_everything(#[case] engine: Engine) {
+    let app = spawn!(engine);
     let token = app.token(&["*"]).await;
     let id = app
         .patient_with(&token, json!({ "first": "A", "last": "B" }))
@@ -109,9 +121,12 @@ async fn an_everything_token_does_everything() {
     assert_eq!(body["data"]["patient"]["id"], json!(id));
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn missing_unknown_and_malformed_tokens_are_unauthenticated() {
-    let app = TestApp::spawn().await;
+async fn missing_unknown_and_malformed_tokens_are_unauthenticated(#[case] engine: Engine) {
+    let app = spawn!(engine);
     assert_unauthenticated(&app.gql(None, PATIENTS, json!({})).await, "needs a token");
     assert_unauthenticated(
         &app.gql(Some("   "), PATIENTS, json!({})).await,
@@ -141,9 +156,12 @@ async fn missing_unknown_and_malformed_tokens_are_unauthenticated() {
     assert_eq!(intro["data"]["__schema"]["queryType"]["name"], "Query");
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn wrong_credentials_say_the_same_whether_or_not_the_email_exists() {
-    let app = TestApp::spawn().await;
+async fn wrong_credentials_say_the_same_whether_or_not_the_email_exists(#[case] engine: Engine) {
+    let app = spawn!(engine);
     let email = app.user("admin", "ada@example.com").await;
     let sign_in = "mutation($e: String!, $p: String!) { signIn(email: $e, password: $p) { token user { id } error } }";
     let wrong_password = app
@@ -169,13 +187,18 @@ async fn wrong_credentials_say_the_same_whether_or_not_the_email_exists() {
     app.sign_in("ADA@Example.com", PASSWORD).await;
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn sign_in_tokens_expire() {
-    let app = TestApp::spawn_with(ServeConfig {
-        user_token_ttl: Duration::from_secs(1),
-        ..ServeConfig::default()
-    })
-    .await;
+async fn sign_in_tokens_expire(#[case] engine: Engine) {
+    let app = spawn!(
+        engine,
+        ServeConfig {
+            user_token_ttl: Duration::from_secs(1),
+            ..ServeConfig::default()
+        }
+    );
     let email = app.user("admin", "ada@example.com").await;
     let token = app.sign_in(&email, PASSWORD).await;
     let body = app.gql(Some(&token), PATIENTS, json!({})).await;
@@ -184,9 +207,12 @@ async fn sign_in_tokens_expire() {
     assert_unauthenticated(&app.gql(Some(&token), PATIENTS, json!({})).await, "expired");
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn api_tokens_expire() {
-    let app = TestApp::spawn().await;
+async fn api_tokens_expire(#[case] engine: Engine) {
+    let app = spawn!(engine);
     let expires = chrono::Utc::now() + chrono::Duration::milliseconds(1200);
     let made = app
         .ok(
@@ -204,9 +230,12 @@ async fn api_tokens_expire() {
     assert_unauthenticated(&app.gql(Some(&token), PATIENTS, json!({})).await, "expired");
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn sign_out_ends_the_session_at_once() {
-    let app = TestApp::spawn().await;
+async fn sign_out_ends_the_session_at_once(#[case] engine: Engine) {
+    let app = spawn!(engine);
     let email = app.user("receptionist", "rosa@example.com").await;
     let token = app.sign_in(&email, PASSWORD).await;
     let other_session = app.sign_in(&email, PASSWORD).await;
@@ -225,9 +254,12 @@ async fn sign_out_ends_the_session_at_once() {
     assert_eq!(error_code(&api), "BAD_USER_INPUT", "{api}");
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn revoked_api_tokens_are_refused_on_the_next_request() {
-    let app = TestApp::spawn().await;
+async fn revoked_api_tokens_are_refused_on_the_next_request(#[case] engine: Engine) {
+    let app = spawn!(engine);
     let made = app
         .ok(
             "mutation { createApiToken(name: \"widget\", permissions: [\"patients:read\"]) { token data { id name permissions revoked } error } }",
@@ -282,9 +314,12 @@ async fn revoked_api_tokens_are_refused_on_the_next_request() {
     );
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn a_token_can_only_grant_what_it_holds() {
-    let app = TestApp::spawn().await;
+async fn a_token_can_only_grant_what_it_holds(#[case] engine: Engine) {
+    let app = spawn!(engine);
     let settings = app.token(&["settings", "patients:read"]).await;
     let create = |perms: Value| {
         let app = &app;
@@ -321,9 +356,12 @@ async fn a_token_can_only_grant_what_it_holds() {
     );
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn staff_roles_decide_what_a_signed_in_user_may_do() {
-    let app = TestApp::spawn().await;
+async fn staff_roles_decide_what_a_signed_in_user_may_do(#[case] engine: Engine) {
+    let app = spawn!(engine);
     let patient = app.patient("Jane", "Doe").await;
     let receptionist = app
         .sign_in(
@@ -417,9 +455,12 @@ async fn staff_roles_decide_what_a_signed_in_user_may_do() {
     assert_eq!(api["data"]["currentUser"], Value::Null, "{api}");
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn secrets_are_stored_only_as_hashes() {
-    let app = TestApp::spawn().await;
+async fn secrets_are_stored_only_as_hashes(#[case] engine: Engine) {
+    let app = spawn!(engine);
     let email = app.user("admin", "ada@example.com").await;
     let session = app.sign_in(&email, PASSWORD).await;
     let made = app
@@ -432,12 +473,33 @@ async fn secrets_are_stored_only_as_hashes() {
         .as_str()
         .expect("token")
         .to_string();
-    app.store.close().await;
-    let mut bytes = Vec::new();
-    for entry in std::fs::read_dir(app.dir()).expect("dir") {
-        bytes.extend(std::fs::read(entry.expect("entry").path()).expect("read"));
-    }
-    let text = String::from_utf8_lossy(&bytes);
+    let text = match engine {
+        // Every byte the database wrote, WAL included.
+        Engine::Sqlite => {
+            app.store.close().await;
+            let mut bytes = Vec::new();
+            for entry in std::fs::read_dir(app.dir()).expect("dir") {
+                bytes.extend(std::fs::read(entry.expect("entry").path()).expect("read"));
+            }
+            String::from_utf8_lossy(&bytes).into_owned()
+        }
+        // Every column of the tables that hold credentials.
+        Engine::Postgres => {
+            let pool = sqlx::AnyPool::connect(&app.database_url)
+                .await
+                .expect("connect");
+            let rows: Vec<(String,)> = sqlx::query_as(
+                "SELECT t::text FROM tokens t UNION ALL SELECT u::text FROM users u",
+            )
+            .fetch_all(&pool)
+            .await
+            .expect("dump");
+            rows.into_iter()
+                .map(|(row,)| row)
+                .collect::<Vec<_>>()
+                .join("\n")
+        }
+    };
     for secret in [&app.admin_token, &session, &api, &PASSWORD.to_string()] {
         let random_part = secret.rsplit('_').next().expect("part");
         assert!(

@@ -2,7 +2,9 @@
 
 use serde_json::{Value, json};
 
-use crate::helpers::{PASSWORD, TestApp, error_code, error_message};
+use rstest::rstest;
+
+use crate::helpers::{Engine, PASSWORD, TestApp, error_code, error_message};
 
 const CREATE: &str = "mutation($d: BookingDataInput!) { createBooking(bookingData: $d) { data { id start end reference deleted } error } }";
 const UPDATE: &str = "mutation($id: ID!, $d: BookingUpdateDataInput!) { updateBooking(id: $id, bookingData: $d) { data { id start end } error } }";
@@ -24,9 +26,19 @@ struct Clinic {
     kind: String,
 }
 
+/// `let c = clinic!(engine);`, or an early return where the engine is missing on a laptop.
+macro_rules! clinic {
+    ($engine:expr) => {
+        match Clinic::new($engine).await {
+            Some(clinic) => clinic,
+            None => return,
+        }
+    };
+}
+
 impl Clinic {
-    async fn new() -> Clinic {
-        let app = TestApp::spawn().await;
+    async fn new(engine: Engine) -> Option<Clinic> {
+        let app = TestApp::spawn_with(engine, Default::default()).await?;
         let doctor = app.doctor("Grace", "Hopper").await;
         let patient = app.patient("Jane", "Doe").await;
         let made = app
@@ -43,13 +55,13 @@ impl Clinic {
             .as_str()
             .expect("type")
             .to_string();
-        Clinic {
+        Some(Clinic {
             app,
             doctor,
             patient,
             location,
             kind,
-        }
+        })
     }
 
     /// Books `patient` with the doctor from `start` to `end` (HH:MM on DAY); returns the payload.
@@ -96,9 +108,12 @@ impl Clinic {
     }
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn book_read_move_cancel_and_rebook() {
-    let c = Clinic::new().await;
+async fn book_read_move_cancel_and_rebook(#[case] engine: Engine) {
+    let c = clinic!(engine);
     let body = c
         .app
         .gql(
@@ -191,9 +206,12 @@ async fn book_read_move_cancel_and_rebook() {
     assert_ne!(rebooked, id);
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn ranges_include_bookings_that_start_or_end_inside() {
-    let c = Clinic::new().await;
+async fn ranges_include_bookings_that_start_or_end_inside(#[case] engine: Engine) {
+    let c = clinic!(engine);
     let morning = c.book_ok("09:00", "10:00").await;
     let noon = c.book_ok("12:00", "13:00").await;
     let evening = c.book_ok("17:00", "18:00").await;
@@ -258,9 +276,12 @@ async fn ranges_include_bookings_that_start_or_end_inside() {
     assert_eq!(other_day["patient"]["bookings"], json!([]));
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn a_doctor_is_never_double_booked() {
-    let c = Clinic::new().await;
+async fn a_doctor_is_never_double_booked(#[case] engine: Engine) {
+    let c = clinic!(engine);
     let other = c.app.patient("John", "Smith").await;
     let first = c.book_ok("09:15", "09:45").await;
     // Back to back is fine, on both sides.
@@ -347,9 +368,12 @@ async fn a_doctor_is_never_double_booked() {
     assert_eq!(shift["updateBooking"]["error"], Value::Null, "{shift}");
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn concurrent_requests_for_one_slot_book_it_once() {
-    let c = Clinic::new().await;
+async fn concurrent_requests_for_one_slot_book_it_once(#[case] engine: Engine) {
+    let c = clinic!(engine);
     let mut patients = Vec::new();
     for i in 0..25 {
         patients.push(c.app.patient("Rush", &format!("Patient{i}")).await);
@@ -389,9 +413,12 @@ async fn concurrent_requests_for_one_slot_book_it_once() {
     assert_eq!(c.range("00:00", "23:59", "").await.len(), 1);
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn bad_bookings_are_refused_clearly() {
-    let c = Clinic::new().await;
+async fn bad_bookings_are_refused_clearly(#[case] engine: Engine) {
+    let c = clinic!(engine);
     let send = |d: Value| {
         let app = &c.app;
         async move {
@@ -491,9 +518,12 @@ async fn bad_bookings_are_refused_clearly() {
     );
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn a_bookings_token_gets_no_patient_data_through_a_booking() {
-    let c = Clinic::new().await;
+async fn a_bookings_token_gets_no_patient_data_through_a_booking(#[case] engine: Engine) {
+    let c = clinic!(engine);
     let id = c.book_ok("09:00", "09:30").await;
     let token = c.app.token(&["bookings:read"]).await;
     let body = c
@@ -563,9 +593,12 @@ async fn a_bookings_token_gets_no_patient_data_through_a_booking() {
     assert_eq!(error_message(&body), "Missing permission bookings:read");
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn receptionists_and_practitioners_by_their_roles() {
-    let c = Clinic::new().await;
+async fn receptionists_and_practitioners_by_their_roles(#[case] engine: Engine) {
+    let c = clinic!(engine);
     let receptionist = c
         .app
         .sign_in(

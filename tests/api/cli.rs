@@ -3,16 +3,51 @@
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
+use rstest::rstest;
 use tempfile::TempDir;
+
+use crate::helpers::{Engine, TestDatabase};
 
 struct Cli {
     dir: TempDir,
+    /// For PostgreSQL: the test's database, given as PRACTICE_DATABASE_URL. For SQLite: none,
+    /// so that the default, `practice.db` in the working directory, is what runs.
+    database: Option<TestDatabase>,
+}
+
+/// `let cli = cli!(engine);`, or an early return where PostgreSQL is missing on a laptop.
+macro_rules! cli {
+    ($engine:expr) => {
+        match Cli::on($engine).await {
+            Some(cli) => cli,
+            None => return,
+        }
+    };
 }
 
 impl Cli {
     fn new() -> Cli {
         Cli {
             dir: tempfile::tempdir().expect("tempdir"),
+            database: None,
+        }
+    }
+
+    async fn on(engine: Engine) -> Option<Cli> {
+        Some(match engine {
+            Engine::Sqlite => Cli::new(),
+            Engine::Postgres => Cli {
+                dir: tempfile::tempdir().expect("tempdir"),
+                database: Some(TestDatabase::new(engine).await?),
+            },
+        })
+    }
+
+    /// The URL of the database the commands use.
+    fn database_url(&self) -> String {
+        match &self.database {
+            Some(db) => db.url.clone(),
+            None => format!("sqlite://{}", self.dir.path().join("practice.db").display()),
         }
     }
 
@@ -24,6 +59,9 @@ impl Cli {
             .env_remove("PRACTICE_DATABASE_URL")
             .env_remove("PRACTICE_PASSWORD")
             .env("PRACTICE_LOG", "warn");
+        if let Some(db) = &self.database {
+            command.env("PRACTICE_DATABASE_URL", &db.url);
+        }
         command
     }
 
@@ -62,15 +100,18 @@ fn last_line(output: &Output) -> String {
     stdout(output).lines().last().unwrap_or("").to_string()
 }
 
-#[test]
-fn operator_commands_work_end_to_end() {
-    let cli = Cli::new();
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn operator_commands_work_end_to_end(#[case] engine: Engine) {
+    let cli = cli!(engine);
     let practice = last_line(&cli.run(&["practice", "create", "--name", "North Clinic"]));
     assert!(!practice.is_empty());
-    assert!(
-        cli.dir.path().join("practice.db").exists(),
-        "default database file"
-    );
+    if engine == Engine::Sqlite {
+        let file = cli.dir.path().join("practice.db");
+        assert!(file.exists(), "default database file");
+    }
 
     let user = cli.run_with_stdin(
         &[
@@ -318,9 +359,12 @@ fn schema_command_prints_the_checked_in_schema() {
     );
 }
 
-#[test]
-fn demo_fills_a_practice() {
-    let cli = Cli::new();
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn demo_fills_a_practice(#[case] engine: Engine) {
+    let cli = cli!(engine);
     let output = cli.run(&["demo", "--patients", "120"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let err = stderr(&output);
@@ -334,20 +378,19 @@ fn demo_fills_a_practice() {
     assert!(bookings > 100, "a few weeks of bookings: {err}");
     assert!(err.contains("(practitioner)"), "{err}");
     // The database holds no two overlapping bookings of one doctor.
-    let overlaps: i64 = tokio::runtime::Runtime::new()
-        .expect("runtime")
-        .block_on(async {
-            let url = format!("sqlite://{}", cli.dir.path().join("practice.db").display());
-            let pool = sqlx::SqlitePool::connect(&url).await.expect("connect");
-            sqlx::query_scalar(
-                "SELECT COUNT(*) FROM bookings a JOIN bookings b ON a.practice_id = b.practice_id \
-             AND a.doctor_id = b.doctor_id AND a.id < b.id WHERE a.cancelled_at IS NULL \
-             AND b.cancelled_at IS NULL AND a.start_at < b.end_at AND b.start_at < a.end_at",
-            )
-            .fetch_one(&pool)
-            .await
-            .expect("count")
-        });
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(&cli.database_url())
+        .await
+        .expect("connect");
+    let overlaps: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM bookings a JOIN bookings b ON a.practice_id = b.practice_id \
+         AND a.doctor_id = b.doctor_id AND a.id < b.id WHERE a.cancelled_at IS NULL \
+         AND b.cancelled_at IS NULL AND a.start_at < b.end_at AND b.start_at < a.end_at",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("count");
+    pool.close().await;
     assert_eq!(overlaps, 0);
     // Running it again adds patients and reuses what exists.
     let again = cli.run(&["demo", "--patients", "10"]);
@@ -376,9 +419,12 @@ fn start_server(cli: &Cli) -> (std::process::Child, String) {
     (child, url)
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn nothing_acknowledged_is_lost_when_the_process_is_killed() {
-    let cli = Cli::new();
+async fn nothing_acknowledged_is_lost_when_the_process_is_killed(#[case] engine: Engine) {
+    let cli = cli!(engine);
     let token = last_line(&cli.run(&["token", "create", "--name", "t", "--permission", "*"]));
     let (mut server, url) = start_server(&cli);
     let client = reqwest::Client::new();
@@ -430,4 +476,24 @@ async fn nothing_acknowledged_is_lost_when_the_process_is_killed() {
     }
     server.kill().expect("kill");
     let _ = server.wait();
+}
+
+#[test]
+fn an_unreachable_database_is_one_line_and_a_non_zero_exit() {
+    let cli = Cli::new();
+    let started = std::time::Instant::now();
+    let output = cli.run(&[
+        "--database",
+        "postgres://postgres@127.0.0.1:1/nothing",
+        "--db-acquire-timeout",
+        "2s",
+        "serve",
+    ]);
+    assert!(!output.status.success());
+    let err = stderr(&output);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("the database is unavailable"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    // Not a hang: bounded by the acquire timeout (with room for a slow machine).
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
 }

@@ -1,6 +1,12 @@
-//! One way to spawn a test server: the real binary's router on 127.0.0.1, port 0, over a
-//! brand-new SQLite file, driven by a real HTTP client.
+//! One way to spawn a test server: the real router on 127.0.0.1, port 0, over a brand-new
+//! database (an SQLite file, or a PostgreSQL database made for the test and dropped after it),
+//! driven by a real HTTP client.
+//!
+//! PostgreSQL is at `PRACTICE_TEST_POSTGRES_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/test`; its user must be allowed to create databases).
+//! When it cannot be reached, PostgreSQL tests fail if `CI=true` and are skipped otherwise.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use practice_api::admin::{self, NewStaff};
@@ -10,12 +16,125 @@ use practice_api::store::{PoolSettings, Store};
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
+use sqlx::Connection;
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 /// The password every test user gets.
 pub const PASSWORD: &str = "correct horse battery";
+
+/// The two database engines every black-box test runs on, as rstest cases:
+/// `#[rstest] #[case::sqlite(Engine::Sqlite)] #[case::postgres(Engine::Postgres)] #[tokio::test]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    Sqlite,
+    Postgres,
+}
+
+/// `let app = spawn!(engine);`: a server on that engine, or, where PostgreSQL is missing on a
+/// laptop, an early return that skips the test (it says so on stderr).
+#[macro_export]
+macro_rules! spawn {
+    ($engine:expr) => {
+        $crate::spawn!($engine, practice_api::config::ServeConfig::default())
+    };
+    ($engine:expr, $config:expr) => {
+        match $crate::helpers::TestApp::spawn_with($engine, $config).await {
+            Some(app) => app,
+            None => return,
+        }
+    };
+}
+
+/// The server where PostgreSQL tests make their databases.
+pub fn postgres_admin_url() -> String {
+    std::env::var("PRACTICE_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// A database made for one test. An SQLite file goes with its folder; a PostgreSQL database
+/// is dropped when the last server using it is gone.
+pub struct TestDatabase {
+    pub url: String,
+    dir: TempDir,
+    postgres_name: Option<String>,
+}
+
+impl TestDatabase {
+    /// A fresh database, or None (having said why) when PostgreSQL is missing and this is not CI.
+    pub async fn new(engine: Engine) -> Option<TestDatabase> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        match engine {
+            Engine::Sqlite => Some(TestDatabase {
+                url: format!("sqlite://{}", dir.path().join("test.db").display()),
+                dir,
+                postgres_name: None,
+            }),
+            Engine::Postgres => {
+                let admin = postgres_admin_url();
+                let mut conn = match sqlx::PgConnection::connect(&admin).await {
+                    Ok(conn) => conn,
+                    Err(e) if std::env::var("CI").as_deref() == Ok("true") => {
+                        panic!("PostgreSQL is unreachable at {admin} and CI=true: {e}")
+                    }
+                    Err(e) => {
+                        eprintln!("skipping: PostgreSQL is unreachable at {admin}: {e}");
+                        return None;
+                    }
+                };
+                let name = format!("practice_test_{}", uuid::Uuid::new_v4().simple());
+                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                    .execute(&mut conn)
+                    .await
+                    .expect("create the test database");
+                let _ = conn.close().await;
+                let base = admin
+                    .rsplit_once('/')
+                    .map(|(base, _)| base)
+                    .unwrap_or(&admin);
+                Some(TestDatabase {
+                    url: format!("{base}/{name}"),
+                    dir,
+                    postgres_name: Some(name),
+                })
+            }
+        }
+    }
+
+    /// A folder that lives as long as the database.
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        let Some(name) = self.postgres_name.take() else {
+            return;
+        };
+        // Drop runs outside any runtime that could be blocked on: use a thread of its own.
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async {
+                let mut conn = sqlx::PgConnection::connect(&postgres_admin_url()).await?;
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                )))
+                .execute(&mut conn)
+                .await
+                .map(|_| ())
+            })
+        })
+        .join();
+        if let Ok(Err(e)) = dropped {
+            eprintln!("could not drop a test database: {e}");
+        }
+    }
+}
 
 /// A running server over its own database.
 pub struct TestApp {
@@ -29,7 +148,8 @@ pub struct TestApp {
     /// A `*` token of the default practice.
     pub admin_token: String,
     config: ServeConfig,
-    dir: TempDir,
+    pool: PoolSettings,
+    db: Arc<TestDatabase>,
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<JoinHandle<std::io::Result<()>>>,
 }
@@ -42,18 +162,30 @@ pub struct Raw {
 }
 
 impl TestApp {
-    /// A server with the default settings.
-    pub async fn spawn() -> TestApp {
-        TestApp::spawn_with(ServeConfig::default()).await
+    /// A server with these settings (the listen address is ignored: port 0) over a fresh
+    /// database; None when the engine is missing on a laptop (see [`spawn!`]).
+    pub async fn spawn_with(engine: Engine, config: ServeConfig) -> Option<TestApp> {
+        let db = Arc::new(TestDatabase::new(engine).await?);
+        Some(TestApp::on_database(db, config, PoolSettings::default()).await)
     }
 
-    /// A server with these settings (the listen address is ignored: port 0).
-    pub async fn spawn_with(config: ServeConfig) -> TestApp {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let database_url = format!("sqlite://{}", dir.path().join("test.db").display());
-        let store = Store::open(&database_url, &PoolSettings::default())
-            .await
-            .expect("open store");
+    /// A server over `db` (which may already serve others).
+    pub async fn on_database(
+        db: Arc<TestDatabase>,
+        config: ServeConfig,
+        pool: PoolSettings,
+    ) -> TestApp {
+        TestApp::on_url(db.clone(), &db.url.clone(), config, pool).await
+    }
+
+    /// A server over `db`, reached at `url` (e.g. through a proxy).
+    pub async fn on_url(
+        db: Arc<TestDatabase>,
+        url: &str,
+        config: ServeConfig,
+        pool: PoolSettings,
+    ) -> TestApp {
+        let store = Store::open(url, &pool).await.expect("open store");
         let practice_id = admin::practice(&store, None).await.expect("practice").id;
         let (_, admin_token) =
             admin::create_token(&store, &practice_id, "test admin", &["*".into()], None)
@@ -66,16 +198,22 @@ impl TestApp {
                 .build()
                 .expect("client"),
             store,
-            database_url,
+            database_url: url.to_string(),
             practice_id,
             admin_token,
             config,
-            dir,
+            pool,
+            db,
             shutdown: None,
             server: None,
         };
         app.start().await;
         app
+    }
+
+    /// A second server over the same database, as another instance behind a load balancer.
+    pub async fn another_instance(&self) -> TestApp {
+        TestApp::on_database(self.db.clone(), self.config.clone(), self.pool.clone()).await
     }
 
     async fn start(&mut self) {
@@ -101,15 +239,15 @@ impl TestApp {
             server.await.expect("join").expect("serve");
         }
         self.store.close().await;
-        self.store = Store::open(&self.database_url, &PoolSettings::default())
+        self.store = Store::open(&self.database_url, &self.pool)
             .await
             .expect("reopen store");
         self.start().await;
     }
 
-    /// The folder holding the database.
+    /// The test's folder (for SQLite, the one holding the database).
     pub fn dir(&self) -> &std::path::Path {
-        self.dir.path()
+        self.db.dir()
     }
 
     /// POSTs a GraphQL request with `token` in x-token; returns the whole response body.

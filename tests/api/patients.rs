@@ -2,7 +2,10 @@
 
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, error_code, error_message};
+use rstest::rstest;
+
+use crate::helpers::{Engine, TestApp, error_code, error_message};
+use crate::spawn;
 
 const ALL_FIELDS: &str = "id title status firstName lastName fullName dob gender sex email \
     phones { phoneType phoneNumber } address { address city postcode country } \
@@ -47,9 +50,12 @@ async fn mutate(app: &TestApp, query: &str, vars: Value) -> Value {
         .clone()
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn create_read_update_archive_delete() {
-    let app = TestApp::spawn().await;
+async fn create_read_update_archive_delete(#[case] engine: Engine) {
+    let app = spawn!(engine);
     let vip = app.label("VIP").await;
     let created = mutate(
         &app,
@@ -174,9 +180,12 @@ async fn create_read_update_archive_delete() {
     assert_eq!(p["firstName"], "Jane", "unchanged after refusals");
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn paging_to_the_end() {
-    let app = TestApp::spawn().await;
+async fn paging_to_the_end(#[case] engine: Engine) {
+    let app = spawn!(engine);
     let mut made = Vec::new();
     for i in 0..7 {
         made.push(app.patient("Pat", &format!("Page{i}")).await);
@@ -227,9 +236,12 @@ async fn paging_to_the_end() {
     }
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn search_matches_names_email_and_date_of_birth() {
-    let app = TestApp::spawn().await;
+async fn search_matches_names_email_and_date_of_birth(#[case] engine: Engine) {
+    let app = spawn!(engine);
     let jane = app
         .patient_with(
             &app.admin_token,
@@ -283,9 +295,12 @@ async fn search_matches_names_email_and_date_of_birth() {
     assert_eq!(error_code(&long), "BAD_USER_INPUT", "{long}");
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn labels_on_patients() {
-    let app = TestApp::spawn().await;
+async fn labels_on_patients(#[case] engine: Engine) {
+    let app = spawn!(engine);
     let id = app.patient("Jane", "Doe").await;
     let vip = app.label("VIP").await;
     let allergy = app.label("Allergy").await;
@@ -369,9 +384,12 @@ async fn labels_on_patients() {
     assert_eq!(listed["labels"]["data"], json!([{ "title": "VIP" }]));
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn creating_with_an_unknown_label_writes_nothing() {
-    let app = TestApp::spawn().await;
+async fn creating_with_an_unknown_label_writes_nothing(#[case] engine: Engine) {
+    let app = spawn!(engine);
     let created = mutate(
         &app,
         "mutation { createPatient(patientData: { first: \"A\", last: \"B\", labels: [\"nope\"] }) { data { id } error } }",
@@ -392,9 +410,12 @@ async fn creating_with_an_unknown_label_writes_nothing() {
     );
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn invalid_patient_data_is_a_clear_error() {
-    let app = TestApp::spawn().await;
+async fn invalid_patient_data_is_a_clear_error(#[case] engine: Engine) {
+    let app = spawn!(engine);
     for (data, says) in [
         (
             json!({ "first": " ", "last": "B" }),

@@ -2,11 +2,17 @@
 
 use serde_json::{Value, json};
 
-use crate::helpers::{PASSWORD, TestApp, error_code};
+use rstest::rstest;
 
+use crate::helpers::{Engine, PASSWORD, error_code};
+use crate::spawn;
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn practices_are_isolated() {
-    let app = TestApp::spawn().await;
+async fn practices_are_isolated(#[case] engine: Engine) {
+    let app = spawn!(engine);
     let (other_id, other) = app.other_practice("Other clinic").await;
     let ours = app
         .patient_with(
@@ -125,9 +131,12 @@ async fn practices_are_isolated() {
     );
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn staff_and_tokens_belong_to_their_practice() {
-    let app = TestApp::spawn().await;
+async fn staff_and_tokens_belong_to_their_practice(#[case] engine: Engine) {
+    let app = spawn!(engine);
     let (other_id, other) = app.other_practice("Other clinic").await;
     let email = app.user_in(&other_id, "admin", "boss@other.example").await;
     let session = app.sign_in(&email, PASSWORD).await;

@@ -2,11 +2,17 @@
 
 use serde_json::json;
 
-use crate::helpers::{PASSWORD, TestApp};
+use rstest::rstest;
 
+use crate::helpers::{Engine, PASSWORD};
+use crate::spawn;
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn sign_in_without_a_token_returns_a_token_that_works() {
-    let app = TestApp::spawn().await;
+async fn sign_in_without_a_token_returns_a_token_that_works(#[case] engine: Engine) {
+    let app = spawn!(engine);
     let email = app.user("admin", "ada@example.com").await;
     // No x-token header on this call.
     let body = app
@@ -28,9 +34,12 @@ async fn sign_in_without_a_token_returns_a_token_that_works() {
     );
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn patient_query_with_a_token() {
-    let app = TestApp::spawn().await;
+async fn patient_query_with_a_token(#[case] engine: Engine) {
+    let app = spawn!(engine);
     let id = app
         .patient_with(
             &app.admin_token,
@@ -50,9 +59,12 @@ async fn patient_query_with_a_token() {
     );
 }
 
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn named_add_patient_label_with_variables() {
-    let app = TestApp::spawn().await;
+async fn named_add_patient_label_with_variables(#[case] engine: Engine) {
+    let app = spawn!(engine);
     let patient = app.patient("Jane", "Doe").await;
     let label = app.label("VIP").await;
     let raw = app

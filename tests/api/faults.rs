@@ -1,0 +1,138 @@
+//! A database that goes away while the server runs: clients get a clear SERVICE_UNAVAILABLE,
+//! not a hang or a crash, and the server recovers by itself when the database is back. The
+//! database is cut off by a real TCP proxy between the server and PostgreSQL.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use practice_api::config::ServeConfig;
+use practice_api::store::PoolSettings;
+use serde_json::json;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::{JoinHandle, JoinSet};
+
+use crate::helpers::{Engine, PASSWORD, TestApp, TestDatabase, error_code};
+
+/// Forwards 127.0.0.1:port to a target; `down` closes every connection and stops listening.
+struct Proxy {
+    port: u16,
+    target: SocketAddr,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Proxy {
+    async fn start(target: SocketAddr) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let mut proxy = Proxy {
+            port,
+            target,
+            task: None,
+        };
+        proxy.serve(listener);
+        proxy
+    }
+
+    fn serve(&mut self, listener: TcpListener) {
+        let target = self.target;
+        self.task = Some(tokio::spawn(async move {
+            // Dropping this set (when the task is aborted) aborts every connection.
+            let mut connections = JoinSet::new();
+            while let Ok((mut client, _)) = listener.accept().await {
+                connections.spawn(async move {
+                    if let Ok(mut server) = TcpStream::connect(target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+            }
+        }));
+    }
+
+    fn down(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+
+    async fn up(&mut self) {
+        let listener = TcpListener::bind(("127.0.0.1", self.port))
+            .await
+            .expect("rebind");
+        self.serve(listener);
+    }
+}
+
+#[tokio::test]
+async fn a_database_that_goes_away_is_service_unavailable_until_it_returns() {
+    let Some(db) = TestDatabase::new(Engine::Postgres).await else {
+        return;
+    };
+    let db = Arc::new(db);
+    let admin = crate::helpers::postgres_admin_url();
+    let authority = admin
+        .split('@')
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or("127.0.0.1:5432");
+    let target: SocketAddr = tokio::net::lookup_host(authority)
+        .await
+        .expect("resolve")
+        .next()
+        .expect("an address");
+    let mut proxy = Proxy::start(target).await;
+    let through_proxy = db
+        .url
+        .replacen(authority, &format!("127.0.0.1:{}", proxy.port), 1);
+    let pool = PoolSettings {
+        max_connections: 4,
+        acquire_timeout: Duration::from_secs(1),
+    };
+    let app = TestApp::on_url(db.clone(), &through_proxy, ServeConfig::default(), pool).await;
+    let email = app.user("admin", "ada@example.com").await;
+    app.assert_serving().await;
+
+    proxy.down();
+    let started = Instant::now();
+    // The token check cannot reach the database.
+    let raw = app
+        .post_json(
+            Some(&app.admin_token),
+            &json!({ "query": "{ patients { data { id } } }" }),
+        )
+        .await;
+    assert_eq!(
+        raw.status,
+        reqwest::StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        raw.body
+    );
+    assert_eq!(raw.code(), "SERVICE_UNAVAILABLE", "{}", raw.body);
+    // Nor can a resolver (signIn needs no token).
+    let body = app
+        .gql(
+            None,
+            "mutation($e: String!, $p: String!) { signIn(email: $e, password: $p) { token } }",
+            json!({ "e": email, "p": PASSWORD }),
+        )
+        .await;
+    assert_eq!(error_code(&body), "SERVICE_UNAVAILABLE", "{body}");
+    assert!(started.elapsed() < Duration::from_secs(20), "no hang");
+
+    proxy.up().await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let raw = app
+            .post_json(
+                Some(&app.admin_token),
+                &json!({ "query": "{ currentPractice { id } }" }),
+            )
+            .await;
+        if raw.status.is_success() && raw.body.get("errors").is_none() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "did not recover: {}", raw.body);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    app.assert_serving().await;
+}
