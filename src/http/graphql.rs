@@ -300,8 +300,8 @@ pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
     let mut request = params.into_request();
 
     let operation_name = request.operation_name.clone();
-    let shape = match request.parsed_query() {
-        Ok(doc) => operation_shape(doc, operation_name.as_deref()),
+    let (shape, doc) = match request.parsed_query() {
+        Ok(doc) => (operation_shape(doc, operation_name.as_deref()), doc.clone()),
         Err(err) => {
             return Reply::graphql_error(
                 media,
@@ -367,7 +367,11 @@ pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
     let request = graphql::for_caller(request, &app.store, principal, shape.map(|s| s.kind));
     let response = app.schema.execute(request).await;
     let request_id = parts.extensions.get::<RequestId>().map(|id| id.0.as_str());
-    finish(media, response, request_id).into_response()
+    let mut reply = finish(media, response, request_id);
+    if let Some(data) = reply.body.get_mut("data") {
+        super::order::in_selection_order(data, &doc, operation_name.as_deref());
+    }
+    reply.into_response()
 }
 
 /// Turns an executed response into a reply: every error gets a code, an internal error names

@@ -2,6 +2,7 @@
 
 mod graphiql;
 mod graphql;
+mod order;
 
 use std::future::Future;
 use std::net::SocketAddr;

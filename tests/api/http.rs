@@ -399,3 +399,30 @@ async fn an_internal_error_shows_only_a_request_id(#[case] engine: Engine) {
     );
     app.assert_serving().await;
 }
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn fields_come_in_the_order_they_were_asked(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let id = app.patient("Jane", "Doe").await;
+    let data = app
+        .ok(
+            "query($id: ID!) { zeta: patients { pageInfo { page } data { labels { id } id } } \
+             __typename patient(id: $id) { email labels { text } id ...P } alpha: currentPractice { name id } } \
+             fragment P on Patient { firstName }",
+            json!({ "id": id }),
+        )
+        .await;
+    let keys =
+        |v: &Value| -> Vec<String> { v.as_object().expect("object").keys().cloned().collect() };
+    assert_eq!(keys(&data), ["zeta", "__typename", "patient", "alpha"]);
+    assert_eq!(keys(&data["zeta"]), ["pageInfo", "data"]);
+    assert_eq!(keys(&data["zeta"]["data"][0]), ["labels", "id"]);
+    assert_eq!(
+        keys(&data["patient"]),
+        ["email", "labels", "id", "firstName"]
+    );
+    assert_eq!(keys(&data["alpha"]), ["name", "id"]);
+}
