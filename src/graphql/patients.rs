@@ -12,7 +12,9 @@ use super::payload::ResponsePayload;
 use super::scalars::{Date, DateTime};
 use super::store;
 use crate::auth::{OperationKind, Principal};
-use crate::store::patients::{self as stored, PatientChange, PatientFields, PatientFilter};
+use crate::store::patients::{
+    self as stored, Modification, PatientChange, PatientFields, PatientFilter,
+};
 use crate::store::{Store, now_ms};
 
 /// Longest search string.
@@ -523,6 +525,26 @@ fn authorized<'c>(ctx: &Context<'c>) -> Result<(&'c Principal, &'c Store)> {
     Ok((principal, store(ctx)))
 }
 
+/// Changes a patient for a caller already authorized: refuses a deleted patient, applies
+/// `change` under the patient's row lock, and wraps the outcome in the envelope.
+async fn change_patient(
+    ctx: &Context<'_>,
+    id: &str,
+    labels: Option<&[String]>,
+    change: impl FnOnce(&mut stored::Patient) -> Modification,
+) -> Result<Option<ResponsePayload<Patient>>> {
+    let principal = super::access::principal(ctx)?;
+    let outcome = store(ctx)
+        .practice(&principal.practice_id)
+        .modify_patient(id, labels, |p| {
+            refuse_if_deleted(p)?;
+            change(p)
+        })
+        .await
+        .or_fail()?;
+    Ok(Some(respond(id, outcome)))
+}
+
 #[Object]
 impl PatientMutations {
     /// Adds a patient. Needs `patients:write`.
@@ -549,19 +571,14 @@ impl PatientMutations {
         #[graphql(desc = "The changes; omitted fields are left as they are.")]
         patient_data: UpdatePatientDataInput,
     ) -> Result<Option<ResponsePayload<Patient>>> {
-        let (principal, store) = authorized(ctx)?;
+        authorize(ctx, OperationKind::Mutation)?;
         let labels = patient_data.labels.clone().map(label_ids);
         let patch = patient_data.into_patch()?;
-        let change = store
-            .practice(&principal.practice_id)
-            .modify_patient(&id, labels.as_deref(), |p| {
-                refuse_if_deleted(p)?;
-                patch.apply(&mut p.fields);
-                Ok(())
-            })
-            .await
-            .or_fail()?;
-        Ok(Some(respond(&id, change)))
+        change_patient(ctx, &id, labels.as_deref(), |p| {
+            patch.apply(&mut p.fields);
+            Ok(())
+        })
+        .await
     }
 
     /// Deletes a patient: a soft delete that keeps the record, marked `deleted`, out of lists
@@ -571,17 +588,12 @@ impl PatientMutations {
         ctx: &Context<'_>,
         #[graphql(desc = "The patient's id.")] id: ID,
     ) -> Result<Option<ResponsePayload<Patient>>> {
-        let (principal, store) = authorized(ctx)?;
-        let change = store
-            .practice(&principal.practice_id)
-            .modify_patient(&id, None, |p| {
-                refuse_if_deleted(p)?;
-                p.deleted_at = Some(now_ms());
-                Ok(())
-            })
-            .await
-            .or_fail()?;
-        Ok(Some(respond(&id, change)))
+        authorize(ctx, OperationKind::Mutation)?;
+        change_patient(ctx, &id, None, |p| {
+            p.deleted_at = Some(now_ms());
+            Ok(())
+        })
+        .await
     }
 
     /// Archives a patient: kept, but left out of lists unless asked for. Needs
@@ -593,24 +605,19 @@ impl PatientMutations {
         #[graphql(desc = "Why the patient is archived.")] reason: Option<String>,
         #[graphql(desc = "Free-text comments.")] comments: Option<String>,
     ) -> Result<Option<ResponsePayload<Patient>>> {
-        let (principal, store) = authorized(ctx)?;
+        authorize(ctx, OperationKind::Mutation)?;
         let reason = optional_text("reason", reason, MAX_LINE_CHARS)?;
         let comments = optional_text("comments", comments, MAX_TEXT_CHARS)?;
-        let change = store
-            .practice(&principal.practice_id)
-            .modify_patient(&id, None, |p| {
-                refuse_if_deleted(p)?;
-                if p.archived_at.is_some() {
-                    return Err("This patient is already archived".into());
-                }
-                p.archived_at = Some(now_ms());
-                p.archive_reason = reason;
-                p.archive_comments = comments;
-                Ok(())
-            })
-            .await
-            .or_fail()?;
-        Ok(Some(respond(&id, change)))
+        change_patient(ctx, &id, None, |p| {
+            if p.archived_at.is_some() {
+                return Err("This patient is already archived".into());
+            }
+            p.archived_at = Some(now_ms());
+            p.archive_reason = reason;
+            p.archive_comments = comments;
+            Ok(())
+        })
+        .await
     }
 
     /// Brings an archived patient back. Needs `patients:write`.
@@ -619,22 +626,17 @@ impl PatientMutations {
         ctx: &Context<'_>,
         #[graphql(desc = "The patient's id.")] id: ID,
     ) -> Result<Option<ResponsePayload<Patient>>> {
-        let (principal, store) = authorized(ctx)?;
-        let change = store
-            .practice(&principal.practice_id)
-            .modify_patient(&id, None, |p| {
-                refuse_if_deleted(p)?;
-                if p.archived_at.is_none() {
-                    return Err("This patient is not archived".into());
-                }
-                p.archived_at = None;
-                p.archive_reason = None;
-                p.archive_comments = None;
-                Ok(())
-            })
-            .await
-            .or_fail()?;
-        Ok(Some(respond(&id, change)))
+        authorize(ctx, OperationKind::Mutation)?;
+        change_patient(ctx, &id, None, |p| {
+            if p.archived_at.is_none() {
+                return Err("This patient is not archived".into());
+            }
+            p.archived_at = None;
+            p.archive_reason = None;
+            p.archive_comments = None;
+            Ok(())
+        })
+        .await
     }
 
     /// Puts a label of the catalogue on a patient, and returns the patient with it in
