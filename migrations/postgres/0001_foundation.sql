@@ -1,5 +1,7 @@
 -- The foundation: practices, staff, tokens, patients and labels (PostgreSQL; the same tables
 -- as migrations/sqlite, column for column, so that one set of SQL in the store serves both).
+-- Columns that lists sort by are COLLATE "C": byte order, as SQLite sorts, so that a page
+-- holds the same rows on either engine.
 --
 -- Every table but `practices` belongs to one practice, and `practice_id` leads every primary key,
 -- foreign key and index, so that each query is scoped to one practice by the key itself and the
@@ -22,8 +24,8 @@ CREATE TABLE users (
     email          TEXT    NOT NULL,  -- stored lower-cased
     password_hash  TEXT    NOT NULL,  -- Argon2id, PHC string
     title          TEXT,
-    first_name     TEXT    NOT NULL,
-    last_name      TEXT    NOT NULL,
+    first_name     TEXT COLLATE "C" NOT NULL,
+    last_name      TEXT COLLATE "C" NOT NULL,
     role           TEXT    NOT NULL,
     is_doctor      BIGINT NOT NULL DEFAULT 0,
     created_at     BIGINT NOT NULL,
@@ -59,8 +61,8 @@ CREATE TABLE patients (
     practice_id       TEXT    NOT NULL REFERENCES practices (id),
     id                TEXT    NOT NULL,
     title             TEXT,
-    first_name        TEXT    NOT NULL,
-    last_name         TEXT    NOT NULL,
+    first_name        TEXT COLLATE "C" NOT NULL,
+    last_name         TEXT COLLATE "C" NOT NULL,
     email             TEXT,
     dob               TEXT,
     gender            TEXT,
@@ -87,7 +89,7 @@ CREATE INDEX patients_by_name ON patients (practice_id, last_name, first_name, i
 CREATE TABLE labels (
     practice_id  TEXT    NOT NULL REFERENCES practices (id),
     id           TEXT    NOT NULL,
-    title        TEXT    NOT NULL,
+    title        TEXT COLLATE "C" NOT NULL,
     color        TEXT,
     created_at   BIGINT NOT NULL,
     updated_at   BIGINT NOT NULL,

@@ -3,7 +3,7 @@
 CREATE TABLE locations (
     practice_id  TEXT    NOT NULL REFERENCES practices (id),
     id           TEXT    NOT NULL,
-    name         TEXT    NOT NULL,
+    name         TEXT COLLATE "C" NOT NULL,
     address      TEXT,
     city         TEXT,
     postcode     TEXT,
@@ -18,7 +18,7 @@ CREATE UNIQUE INDEX locations_by_name ON locations (practice_id, name);
 CREATE TABLE appointment_types (
     practice_id  TEXT    NOT NULL REFERENCES practices (id),
     id           TEXT    NOT NULL,
-    title        TEXT    NOT NULL,
+    title        TEXT COLLATE "C" NOT NULL,
     duration     BIGINT NOT NULL CHECK (duration > 0),  -- minutes
     price        DOUBLE PRECISION,
     created_at   BIGINT NOT NULL,

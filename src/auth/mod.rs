@@ -35,6 +35,8 @@ pub struct Principal {
     pub permissions: Permissions,
     /// The token the request came with.
     pub token_id: String,
+    /// When that token expires (milliseconds), if it does.
+    pub expires_at: Option<i64>,
 }
 
 impl Principal {
@@ -126,8 +128,15 @@ pub async fn authenticate(store: &Store, secret: &str) -> Result<Principal, Auth
         actor,
         permissions,
         token_id: token.id,
+        expires_at: token.expires_at,
     })
 }
+
+/// Password checks running at once.
+static HASHING: std::sync::LazyLock<tokio::sync::Semaphore> = std::sync::LazyLock::new(|| {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    tokio::sync::Semaphore::new(cores)
+});
 
 /// A successful sign-in.
 #[derive(Debug)]
@@ -159,6 +168,12 @@ pub async fn sign_in(
 ) -> Result<SignedIn, SignInError> {
     let credentials = store.find_credentials(email.trim()).await?;
     let password = password.to_string();
+    // Argon2id takes 19 MiB and tens of milliseconds a check: at most one check per core at
+    // a time, so a flood of sign-ins queues here instead of exhausting memory and threads.
+    let _permit = HASHING
+        .acquire()
+        .await
+        .map_err(|e| SignInError::Internal(e.to_string()))?;
     let (credentials, matches) = tokio::task::spawn_blocking(move || match credentials {
         Some(c) => {
             let matches = password::verify_password(&password, &c.password_hash);
@@ -213,6 +228,11 @@ pub async fn issue_api_token(
         return Ok(Err(format!(
             "a token name must have 1 to {MAX_TOKEN_NAME_CHARS} characters, got {chars}"
         )));
+    }
+    if name.chars().any(char::is_control) {
+        return Ok(Err(
+            "a token name must not contain control characters (tabs, line breaks)".into(),
+        ));
     }
     if permissions.iter().next().is_none() {
         return Ok(Err("a token needs at least one permission".into()));

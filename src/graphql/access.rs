@@ -108,14 +108,13 @@ pub fn authorize<'c>(ctx: &Context<'c>, kind: OperationKind) -> Result<&'c Princ
     if allowed {
         return Ok(principal);
     }
+    let alternative = [format!("{}:{name}", kind.as_str())];
     Err(match guard {
-        Guard::Resource(resource, access) => forbidden(format_args!(
-            "{}:{} (or {}:{name})",
-            resource.as_str(),
-            access.as_str(),
-            kind.as_str()
-        )),
-        _ => forbidden(format_args!("settings (or {}:{name})", kind.as_str())),
+        Guard::Resource(resource, access) => forbidden(
+            format_args!("{}:{}", resource.as_str(), access.as_str()),
+            &alternative,
+        ),
+        _ => forbidden("settings", &alternative),
     })
 }
 
@@ -127,11 +126,10 @@ pub fn require<'c>(ctx: &Context<'c>, resource: Resource, access: Access) -> Res
     if principal.permissions.allows(resource, access) {
         Ok(principal)
     } else {
-        Err(forbidden(format_args!(
-            "{}:{}",
-            resource.as_str(),
-            access.as_str()
-        )))
+        Err(forbidden(
+            format_args!("{}:{}", resource.as_str(), access.as_str()),
+            &[],
+        ))
     }
 }
 

@@ -22,9 +22,19 @@ pub fn coded(code: &'static str, message: impl Into<String>) -> Error {
     Error::new(message).extend_with(|_, ext| ext.set("code", code))
 }
 
-/// The caller lacks a permission; the message names it.
-pub fn forbidden(permission: impl std::fmt::Display) -> Error {
-    coded(code::FORBIDDEN, format!("Missing permission {permission}"))
+/// The caller lacks a permission; the message names it (`Missing permission patients:read`),
+/// and so does `extensions.permission`; `extensions.alternatives` lists the narrower
+/// permissions that would also do (e.g. `query:patient`).
+pub fn forbidden(permission: impl std::fmt::Display, alternatives: &[String]) -> Error {
+    let permission = permission.to_string();
+    let alternatives = alternatives.to_vec();
+    Error::new(format!("Missing permission {permission}")).extend_with(move |_, ext| {
+        ext.set("code", code::FORBIDDEN);
+        ext.set("permission", permission.as_str());
+        if !alternatives.is_empty() {
+            ext.set("alternatives", alternatives.clone());
+        }
+    })
 }
 
 /// An argument is invalid; the message says which and how.

@@ -19,7 +19,7 @@ mod users;
 use std::time::Duration;
 
 use async_graphql::parser::types::{
-    DocumentOperations, ExecutableDocument, OperationType, Selection,
+    DocumentOperations, ExecutableDocument, OperationType, Selection, SelectionSet,
 };
 use async_graphql::{Context, EmptySubscription, MergedObject, Schema};
 
@@ -59,11 +59,17 @@ pub struct ApiSettings {
     pub user_token_ttl: Duration,
 }
 
+/// Deepest selection a document may hold. The deepest useful query is about 8 levels
+/// (`bookings { data { patient { labels { text } } } }` is 5), and GraphiQL's introspection
+/// needs 13; deeper documents are refused before they run.
+pub const MAX_DEPTH: usize = 15;
+
 /// Builds the schema over a store.
 pub fn build_schema(store: Store, settings: ApiSettings) -> ApiSchema {
     Schema::build(Query::default(), Mutation::default(), EmptySubscription)
         .data(store)
         .data(settings)
+        .limit_depth(MAX_DEPTH)
         .finish()
 }
 
@@ -100,6 +106,9 @@ pub struct OperationShape {
     pub kind: OperationKind,
     /// True when every root field is signIn: the one operation that takes no token.
     pub sign_in_only: bool,
+    /// How many signIn fields the operation holds, through fragments too. More than one is
+    /// refused: aliases must not multiply password guesses.
+    pub sign_ins: usize,
 }
 
 /// Finds the operation a request would run. None when the document has no operation of that
@@ -127,7 +136,45 @@ pub fn operation_shape(
             // Fragments could hide other fields: they need a token.
             _ => false,
         });
-    Some(OperationShape { kind, sign_in_only })
+    let sign_ins = if kind == OperationKind::Mutation {
+        count_sign_ins(&operation.node.selection_set.node, doc, &mut Vec::new())
+    } else {
+        0
+    };
+    Some(OperationShape {
+        kind,
+        sign_in_only,
+        sign_ins,
+    })
+}
+
+/// Counts root signIn fields in a mutation's selection, following fragments once each (the
+/// document is not validated yet, so a fragment may even spread itself).
+fn count_sign_ins<'d>(
+    selection: &'d SelectionSet,
+    doc: &'d ExecutableDocument,
+    seen: &mut Vec<&'d str>,
+) -> usize {
+    selection
+        .items
+        .iter()
+        .map(|item| match &item.node {
+            Selection::Field(field) => usize::from(field.node.name.node == "signIn"),
+            Selection::InlineFragment(inline) => {
+                count_sign_ins(&inline.node.selection_set.node, doc, seen)
+            }
+            Selection::FragmentSpread(spread) => {
+                let name = spread.node.fragment_name.node.as_str();
+                if seen.contains(&name) {
+                    return 0;
+                }
+                seen.push(name);
+                doc.fragments
+                    .get(&spread.node.fragment_name.node)
+                    .map_or(0, |f| count_sign_ins(&f.node.selection_set.node, doc, seen))
+            }
+        })
+        .sum()
 }
 
 #[cfg(test)]
@@ -150,9 +197,17 @@ mod tests {
             s,
             Some(OperationShape {
                 kind: OperationKind::Mutation,
-                sign_in_only: true
+                sign_in_only: true,
+                sign_ins: 1,
             })
         );
+        let aliased = shape(
+            "mutation { a: signIn(email: \"a\", password: \"b\") { token } \
+             ...F ... on Mutation { c: signIn(email: \"a\", password: \"c\") { token } } } \
+             fragment F on Mutation { b: signIn(email: \"a\", password: \"d\") { token } ...F }",
+            None,
+        );
+        assert_eq!(aliased.expect("op").sign_ins, 3);
         let mixed = shape(
             "mutation { signIn(email: \"a\", password: \"b\") { token } signOut }",
             None,

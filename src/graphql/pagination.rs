@@ -13,7 +13,8 @@ pub const MAX_PAGE_SIZE: u32 = 100;
 /// Which page of a list to return.
 #[derive(InputObject, Clone, Copy, Debug, Default)]
 pub struct Pagination {
-    /// The page number, from 1. Default 1.
+    /// The page number, from 1.
+    #[graphql(default = 1)]
     pub page: Option<i32>,
     /// Items per page, from 1 to 100. Default 25.
     pub page_size: Option<i32>,

@@ -446,10 +446,9 @@ fn respond(id: &str, change: PatientChange) -> ResponsePayload<Patient> {
 }
 
 fn refuse_if_deleted(p: &stored::Patient) -> Result<(), String> {
-    if p.deleted_at.is_some() {
-        Err("This patient has been deleted and can no longer be changed".into())
-    } else {
-        Ok(())
+    match p.deleted_at {
+        Some(_) => Err(stored::DELETED.into()),
+        None => Ok(()),
     }
 }
 

@@ -112,8 +112,18 @@ impl TokenMutations {
             .iter()
             .find(|p| !principal.permissions.covers(p))
         {
-            return Err(super::error::forbidden(format_args!(
-                "{p}: a token can only be given permissions its maker holds"
+            return Err(super::error::forbidden(p, &[]));
+        }
+        // An API token cannot outlive itself through the tokens it makes. (A signed-in admin
+        // makes tokens for integrations that outlast the session: that is their purpose.)
+        let expires_at = expires_at.map(DateTime::ms);
+        if principal.user_id().is_none()
+            && let Some(limit) = principal.expires_at
+            && expires_at.is_none_or(|at| at > limit)
+        {
+            return Err(bad_input(format!(
+                "expiresAt must be no later than the expiry of the token that makes it, {}",
+                DateTime::from_ms(limit).0.to_rfc3339()
             )));
         }
         let issued = auth::issue_api_token(
@@ -121,7 +131,7 @@ impl TokenMutations {
             &principal.practice_id,
             &name,
             &permissions,
-            expires_at.map(DateTime::ms),
+            expires_at,
         )
         .await
         .or_fail()?;

@@ -326,6 +326,16 @@ pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
         return response;
     }
 
+    if shape.is_some_and(|s| s.sign_ins > 1) {
+        return Reply::graphql_error(
+            media,
+            StatusCode::BAD_REQUEST,
+            code::BAD_USER_INPUT,
+            "send one signIn per request",
+        )
+        .into_response();
+    }
+
     // Every operation but signIn needs a valid token, introspection included.
     let principal = if shape.is_some_and(|s| s.sign_in_only) {
         None

@@ -222,8 +222,11 @@ impl PracticeStore<'_> {
         let changed =
             |now: &str, then: fn(&BookingFields) -> &str| before.is_none_or(|b| then(b) != now);
         if changed(&fields.patient_id, |b| &b.patient_id) {
+            // A no-op update holds the patient's row to the end of the transaction, so that it
+            // cannot be archived or deleted between this check and the booking's insert.
             let row: Option<(Option<i64>, Option<i64>)> = sqlx::query_as(
-                "SELECT archived_at, deleted_at FROM patients WHERE practice_id = $1 AND id = $2",
+                "UPDATE patients SET updated_at = updated_at WHERE practice_id = $1 AND id = $2 \
+                 RETURNING archived_at, deleted_at",
             )
             .bind(self.practice_id)
             .bind(&fields.patient_id)

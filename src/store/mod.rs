@@ -293,16 +293,33 @@ pub fn new_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }
 
-/// The database URL with any password taken out, for messages.
+/// The database URL with any password taken out (from the user info and from a `password`
+/// parameter), for messages.
 pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (url, None),
+    };
+    let mut out = match (base.find("://"), base.rfind('@')) {
         (Some(scheme_end), Some(at)) if at > scheme_end => {
-            let userinfo = &url[scheme_end + 3..at];
+            let userinfo = &base[scheme_end + 3..at];
             let user = userinfo.split(':').next().unwrap_or("");
-            format!("{}://{}:***@{}", &url[..scheme_end], user, &url[at + 1..])
+            format!("{}://{}:***@{}", &base[..scheme_end], user, &base[at + 1..])
         }
-        _ => url.to_string(),
+        _ => base.to_string(),
+    };
+    if let Some(query) = query {
+        let params: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((key, _)) if key.eq_ignore_ascii_case("password") => format!("{key}=***"),
+                _ => pair.to_string(),
+            })
+            .collect();
+        out.push('?');
+        out.push_str(&params.join("&"));
     }
+    out
 }
 
 /// Parameters of SQL built at run time: each value gets the next number, from `$2` (`$1` is
@@ -389,6 +406,10 @@ mod tests {
             "postgres://app:***@db:5432/x"
         );
         assert_eq!(redact_url("sqlite://practice.db"), "sqlite://practice.db");
+        assert_eq!(
+            redact_url("postgres://db/x?sslmode=require&password=secret"),
+            "postgres://db/x?sslmode=require&password=***"
+        );
     }
 
     #[test]

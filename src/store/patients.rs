@@ -306,7 +306,19 @@ impl PracticeStore<'_> {
             // Labels already on the patient are left as they are (ON CONFLICT DO NOTHING).
             self.insert_patient_label(tx, patient_id, label_id).await?;
         }
-        Ok(None)
+        // A label deleted since it was checked above is missing now: refuse rather than
+        // report a change that did not happen.
+        let on: Vec<(String,)> = sqlx::query_as(
+            "SELECT label_id FROM patient_labels WHERE practice_id = $1 AND patient_id = $2",
+        )
+        .bind(self.practice_id)
+        .bind(patient_id)
+        .fetch_all(&mut **tx)
+        .await?;
+        Ok(label_ids
+            .iter()
+            .find(|id| !on.iter().any(|(on,)| on == *id))
+            .cloned())
     }
 
     /// Binds `$1` practice, `$2` search text and `$3..$23` the columns of PATIENT_COLUMNS.
@@ -375,22 +387,17 @@ impl PracticeStore<'_> {
         label_id: &str,
     ) -> StoreResult<PatientChange> {
         let mut tx = self.begin_write().await?;
-        if self
-            .insert_patient_label(&mut tx, patient_id, label_id)
-            .await?
+        if touch_live_patient(&mut tx, self.practice_id, patient_id).await?
+            && self
+                .insert_patient_label(&mut tx, patient_id, label_id)
+                .await?
         {
-            touch_patient(&mut tx, self.practice_id, patient_id).await?;
             tx.commit().await?;
             return self.patient_change(patient_id).await;
         }
         drop(tx);
-        let Some(patient) = self.find_patient(patient_id).await? else {
-            return Ok(PatientChange::NotFound);
-        };
-        if patient.deleted_at.is_some() {
-            return Ok(PatientChange::Refused(
-                "This patient has been deleted: labels cannot be added".into(),
-            ));
+        if let Some(refusal) = self.not_live(patient_id).await? {
+            return Ok(refusal);
         }
         let Some(label) = self.find_label(label_id).await? else {
             return Ok(PatientChange::Refused(no_such_label(label_id)));
@@ -409,6 +416,13 @@ impl PracticeStore<'_> {
         label_id: &str,
     ) -> StoreResult<PatientChange> {
         let mut tx = self.begin_write().await?;
+        if !touch_live_patient(&mut tx, self.practice_id, patient_id).await? {
+            drop(tx);
+            return Ok(self
+                .not_live(patient_id)
+                .await?
+                .unwrap_or(PatientChange::NotFound));
+        }
         let deleted = sqlx::query(
             "DELETE FROM patient_labels WHERE practice_id = $1 AND patient_id = $2 \
              AND (id = $3 OR label_id = $3)",
@@ -419,17 +433,21 @@ impl PracticeStore<'_> {
         .execute(&mut *tx)
         .await?;
         if deleted.rows_affected() > 0 {
-            touch_patient(&mut tx, self.practice_id, patient_id).await?;
             tx.commit().await?;
             return self.patient_change(patient_id).await;
-        }
-        drop(tx);
-        if self.find_patient(patient_id).await?.is_none() {
-            return Ok(PatientChange::NotFound);
         }
         Ok(PatientChange::Refused(format!(
             "This patient has no label with id {label_id}"
         )))
+    }
+
+    /// Why a patient cannot be changed: missing, or deleted. None if it can.
+    async fn not_live(&self, id: &str) -> StoreResult<Option<PatientChange>> {
+        Ok(match self.find_patient(id).await? {
+            None => Some(PatientChange::NotFound),
+            Some(p) if p.deleted_at.is_some() => Some(PatientChange::Refused(DELETED.into())),
+            Some(_) => None,
+        })
     }
 
     async fn patient_change(&self, id: &str) -> StoreResult<PatientChange> {
@@ -474,19 +492,27 @@ fn no_such_label(label_id: &str) -> String {
     format!("No label with id {label_id}: create it with createLabel first")
 }
 
-/// Marks a patient as changed now.
-async fn touch_patient(
+/// What a deleted patient's refusal says.
+pub const DELETED: &str = "This patient has been deleted and can no longer be changed";
+
+/// Marks a patient that is not deleted as changed now, which also holds its row until the
+/// transaction ends (so that it cannot be deleted meanwhile). False if there is no such
+/// patient, or it is deleted.
+async fn touch_live_patient(
     tx: &mut Transaction<'_, Any>,
     practice_id: &str,
     patient_id: &str,
-) -> StoreResult<()> {
-    sqlx::query("UPDATE patients SET updated_at = $3 WHERE practice_id = $1 AND id = $2")
-        .bind(practice_id)
-        .bind(patient_id)
-        .bind(now_ms())
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
+) -> StoreResult<bool> {
+    let touched = sqlx::query(
+        "UPDATE patients SET updated_at = $3 \
+         WHERE practice_id = $1 AND id = $2 AND deleted_at IS NULL",
+    )
+    .bind(practice_id)
+    .bind(patient_id)
+    .bind(now_ms())
+    .execute(&mut **tx)
+    .await?;
+    Ok(touched.rows_affected() == 1)
 }
 
 #[cfg(test)]

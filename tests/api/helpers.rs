@@ -84,10 +84,22 @@ impl TestDatabase {
                     }
                 };
                 let name = format!("practice_test_{}", uuid::Uuid::new_v4().simple());
-                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                // A linguistic collation (ICU's en-US), as a production database would have,
+                // rather than the byte order of a C locale; plain if the server has no ICU.
+                let icu = format!(
+                    "CREATE DATABASE {name} TEMPLATE template0 ENCODING 'UTF8' \
+                     LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'"
+                );
+                if sqlx::query(sqlx::AssertSqlSafe(icu))
                     .execute(&mut conn)
                     .await
-                    .expect("create the test database");
+                    .is_err()
+                {
+                    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                        .execute(&mut conn)
+                        .await
+                        .expect("create the test database");
+                }
                 let _ = conn.close().await;
                 let base = admin
                     .rsplit_once('/')

@@ -426,3 +426,57 @@ async fn fields_come_in_the_order_they_were_asked(#[case] engine: Engine) {
     );
     assert_eq!(keys(&data["alpha"]), ["name", "id"]);
 }
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn documents_deeper_than_the_limit_are_refused(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    // 8 levels: runs.
+    let ok = "{ bookings { data { patient { bookings(start: \"2031-01-01\", end: \"2031-01-02\") { patient { labels { text } } } } } } }";
+    let body = app.gql(Some(&app.admin_token), ok, json!({})).await;
+    assert!(body.get("errors").is_none(), "{body}");
+    // Patient and bookings in a loop, 19 levels: refused before it runs.
+    let mut deep = String::from("id");
+    for _ in 0..8 {
+        deep = format!(
+            "patient {{ bookings(start: \"2031-01-01\", end: \"2031-01-02\") {{ {deep} }} }}"
+        );
+    }
+    let deep = format!("{{ bookings {{ data {{ {deep} }} }} }}");
+    let deep = deep.as_str();
+    let body = app.gql(Some(&app.admin_token), deep, json!({})).await;
+    assert_eq!(error_code(&body), "GRAPHQL_VALIDATION_FAILED", "{body}");
+    assert!(body.get("data").is_none(), "{body}");
+    // GraphiQL's introspection query fits.
+    let introspection = "query IntrospectionQuery { __schema { queryType { name } types { ...FullType } } } fragment FullType on __Type { kind name fields(includeDeprecated: true) { name args { ...InputValue } type { ...TypeRef } } inputFields { ...InputValue } } fragment InputValue on __InputValue { name type { ...TypeRef } defaultValue } fragment TypeRef on __Type { kind name ofType { kind name ofType { kind name ofType { kind name ofType { kind name ofType { kind name ofType { kind name ofType { kind name } } } } } } } }";
+    let body = app
+        .gql(Some(&app.admin_token), introspection, json!({}))
+        .await;
+    assert!(body.get("errors").is_none(), "{body}");
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn one_sign_in_per_request(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let email = app.user("admin", "ada@example.com").await;
+    let aliases: String = (0..50)
+        .map(|i| format!("a{i}: signIn(email: \"{email}\", password: \"guess{i}\") {{ token }} "))
+        .collect();
+    let body = app
+        .gql(None, &format!("mutation {{ {aliases} }}"), json!({}))
+        .await;
+    assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+    assert!(body.get("data").is_none(), "{body}");
+    // Not through fragments either, nor with a token.
+    let hidden = format!(
+        "mutation {{ ...F }} fragment F on Mutation {{ {} }}",
+        &aliases[..aliases.len() / 10]
+    );
+    let body = app.gql(Some(&app.admin_token), &hidden, json!({})).await;
+    assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+}

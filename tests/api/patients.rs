@@ -457,3 +457,53 @@ async fn invalid_patient_data_is_a_clear_error(#[case] engine: Engine) {
         "{bad_date}"
     );
 }
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn lists_sort_the_same_on_every_engine(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    for last in ["zed", "Émile", "alpha", "Zed", "Alpha", "beta"] {
+        app.patient("Pat", last).await;
+    }
+    let page = list(&app, "").await;
+    let names: Vec<&str> = page["data"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|p| p["lastName"].as_str())
+        .collect();
+    // Byte order: capitals, then small letters, then accented letters.
+    assert_eq!(names, ["Alpha", "Zed", "alpha", "beta", "zed", "Émile"]);
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_deleted_patient_keeps_its_labels(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let id = app.patient("Jane", "Doe").await;
+    let vip = app.label("VIP").await;
+    let add = "mutation($p: ID!, $l: ID!) { addPatientLabel(patientId: $p, labelReferenceId: $l) { data { id } error } }";
+    mutate(&app, add, json!({ "p": id, "l": vip })).await;
+    mutate(
+        &app,
+        "mutation($id: ID!) { deletePatient(id: $id) { error } }",
+        json!({ "id": id }),
+    )
+    .await;
+    let refused = json!({ "data": null, "error": "This patient has been deleted and can no longer be changed" });
+    let remove = "mutation($p: ID!, $l: ID!) { removePatientLabel(patientId: $p, labelId: $l) { data { id } error } }";
+    assert_eq!(
+        mutate(&app, remove, json!({ "p": id, "l": vip })).await,
+        refused
+    );
+    let other = app.label("Other").await;
+    assert_eq!(
+        mutate(&app, add, json!({ "p": id, "l": other })).await,
+        refused
+    );
+    assert_eq!(patient(&app, &id).await["labels"][0]["text"], "VIP");
+}
