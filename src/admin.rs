@@ -15,6 +15,7 @@ use crate::store::practices::Practice;
 use crate::store::tokens::{Token, TokenKind};
 use crate::store::users::{NewUser, User};
 use crate::store::{Store, StoreError};
+use crate::text::{self, MAX_LINE_CHARS};
 
 /// Why a command failed, in one line for the operator.
 #[derive(Debug, Error)]
@@ -44,11 +45,8 @@ pub async fn practice(store: &Store, id: Option<&str>) -> AdminResult<Practice> 
 
 /// `practice create --name N`.
 pub async fn create_practice(store: &Store, name: &str) -> AdminResult<Practice> {
-    let name = name.trim();
-    if name.is_empty() || name.chars().count() > 200 {
-        return Err(invalid("--name must have 1 to 200 characters"));
-    }
-    Ok(store.create_practice(name).await?)
+    let name = text::required("--name", name, MAX_LINE_CHARS).map_err(invalid)?;
+    Ok(store.create_practice(&name).await?)
 }
 
 /// What `user create` needs.
@@ -66,24 +64,15 @@ pub struct NewStaff<'a> {
 /// `user create ...`: checks the input, hashes the password with Argon2id, adds the user.
 pub async fn create_user(store: &Store, practice_id: &str, new: NewStaff<'_>) -> AdminResult<User> {
     let role: Role = new.role.parse().map_err(invalid)?;
-    let email = new.email.trim();
-    let well_formed = email
-        .split_once('@')
-        .is_some_and(|(l, d)| !l.is_empty() && d.contains('.') && !d.contains('@'))
-        && !email.chars().any(char::is_whitespace);
-    if !well_formed {
-        return Err(invalid(format!(
-            "--email {email:?} is not an email address"
-        )));
-    }
-    for (flag, value) in [
-        ("--first-name", new.first_name),
-        ("--last-name", new.last_name),
-    ] {
-        if value.trim().is_empty() || value.chars().count() > 200 {
-            return Err(invalid(format!("{flag} must have 1 to 200 characters")));
-        }
-    }
+    let email = text::email("--email", new.email)
+        .map_err(invalid)?
+        .ok_or_else(|| invalid("--email must not be empty"))?;
+    let first_name =
+        text::required("--first-name", new.first_name, MAX_LINE_CHARS).map_err(invalid)?;
+    let last_name =
+        text::required("--last-name", new.last_name, MAX_LINE_CHARS).map_err(invalid)?;
+    let title =
+        text::optional("--title", new.title.unwrap_or(""), MAX_LINE_CHARS).map_err(invalid)?;
     password::check_new_password(new.password).map_err(invalid)?;
     let owned = new.password.to_string();
     let hash = tokio::task::spawn_blocking(move || password::hash_password(&owned))
@@ -93,11 +82,11 @@ pub async fn create_user(store: &Store, practice_id: &str, new: NewStaff<'_>) ->
     let user = store
         .practice(practice_id)
         .create_user(NewUser {
-            email,
+            email: &email,
             password_hash: &hash,
-            title: new.title.map(str::trim).filter(|t| !t.is_empty()),
-            first_name: new.first_name.trim(),
-            last_name: new.last_name.trim(),
+            title: title.as_deref(),
+            first_name: &first_name,
+            last_name: &last_name,
             role: role.as_str(),
             is_doctor: new.is_doctor,
         })

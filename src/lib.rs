@@ -13,3 +13,4 @@ pub mod config;
 pub mod graphql;
 pub mod http;
 pub mod store;
+pub mod text;

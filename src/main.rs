@@ -255,8 +255,8 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
                 .await
                 .map_err(fail)?;
             let time = |ms: Option<i64>| {
-                ms.map(|ms| graphql::scalars::DateTime::from_ms(ms).0.to_rfc3339())
-                    .unwrap_or_else(|| "-".into())
+                ms.and_then(chrono::DateTime::from_timestamp_millis)
+                    .map_or_else(|| "-".into(), |t| t.to_rfc3339())
             };
             for t in tokens {
                 println!(

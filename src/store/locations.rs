@@ -25,9 +25,6 @@ impl Keyed for Location {
     }
 }
 
-/// A new location; `id` is made by the store.
-pub type NewLocation = Location;
-
 impl PracticeStore<'_> {
     /// Every location of the practice, by name.
     pub async fn list_locations(&self) -> StoreResult<Vec<Location>> {
@@ -45,8 +42,9 @@ impl PracticeStore<'_> {
         self.by_ids("locations", LOCATION_COLUMNS, ids).await
     }
 
-    /// Adds a location. None if another location has the name.
-    pub async fn create_location(&self, mut new: NewLocation) -> StoreResult<Option<Location>> {
+    /// Adds a location, with a new id (whatever `new.id` holds). None if another location has
+    /// the name.
+    pub async fn create_location(&self, mut new: Location) -> StoreResult<Option<Location>> {
         new.id = new_id();
         let now = now_ms();
         let result = sqlx::query(

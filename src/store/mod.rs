@@ -159,11 +159,6 @@ impl Store {
         })
     }
 
-    /// The engine this store runs on.
-    pub fn engine(&self) -> Engine {
-        self.engine
-    }
-
     /// The store seen from one practice: every query it runs is scoped to `practice_id`.
     pub fn practice<'a>(&'a self, practice_id: &'a str) -> PracticeStore<'a> {
         PracticeStore {
@@ -188,11 +183,6 @@ pub struct PracticeStore<'a> {
 }
 
 impl<'a> PracticeStore<'a> {
-    /// The practice this handle is scoped to.
-    pub fn practice_id(&self) -> &'a str {
-        self.practice_id
-    }
-
     fn read(&self) -> &'a AnyPool {
         &self.store.read
     }

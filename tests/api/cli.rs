@@ -289,7 +289,7 @@ fn bad_arguments_exit_non_zero_with_one_line() {
                 "--password-stdin",
             ],
             "a long password",
-            "not an email",
+            "must be an email address",
         ),
         (
             vec!["--database", "mysql://x", "migrate"],

@@ -1,0 +1,80 @@
+//! The rules for text that people type: names, notes, emails. One place, used by the API and
+//! by the command line alike; each rule returns a sentence that names the offending field.
+
+/// Longest single-line text field (names, titles, addresses).
+pub const MAX_LINE_CHARS: usize = 200;
+/// Longest free-text field (comments).
+pub const MAX_TEXT_CHARS: usize = 5000;
+
+/// Trims `value`; blank becomes None. Refuses text over `max` characters or with control
+/// characters other than line breaks and tabs.
+pub fn optional(field: &str, value: &str, max: usize) -> Result<Option<String>, String> {
+    let value = value.trim();
+    let chars = value.chars().count();
+    if chars > max {
+        return Err(format!(
+            "{field} must have at most {max} characters, got {chars}"
+        ));
+    }
+    if value
+        .chars()
+        .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
+    {
+        return Err(format!("{field} must not contain control characters"));
+    }
+    Ok((!value.is_empty()).then(|| value.to_string()))
+}
+
+/// Like [`optional`], but blank is refused.
+pub fn required(field: &str, value: &str, max: usize) -> Result<String, String> {
+    optional(field, value, max)?.ok_or_else(|| format!("{field} must not be empty"))
+}
+
+/// Checks an email address's shape (something@domain, no spaces) and lower-cases it.
+pub fn email(field: &str, value: &str) -> Result<Option<String>, String> {
+    let Some(value) = optional(field, value, 254)? else {
+        return Ok(None);
+    };
+    let valid = match value.split_once('@') {
+        Some((local, domain)) => {
+            !local.is_empty()
+                && !domain.is_empty()
+                && !domain.contains('@')
+                && !domain.starts_with('.')
+                && !domain.ends_with('.')
+                && !value.chars().any(char::is_whitespace)
+        }
+        None => false,
+    };
+    if !valid {
+        return Err(format!(
+            "{field} must be an email address such as name@example.com, got {value:?}"
+        ));
+    }
+    Ok(Some(value.to_lowercase()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trims_and_bounds_text() {
+        assert_eq!(optional("f", "  a ", 5), Ok(Some("a".into())));
+        assert_eq!(optional("f", "   ", 5), Ok(None));
+        assert!(optional("f", "abcdef", 5).is_err());
+        assert!(optional("f", "a\u{0}b", 5).is_err());
+        assert!(required("f", " ", 5).is_err());
+    }
+
+    #[test]
+    fn checks_email_shape() {
+        assert_eq!(
+            email("e", "Jo@Example.com"),
+            Ok(Some("jo@example.com".into()))
+        );
+        for bad in ["jo", "@x", "jo@", "a b@x.com", "a@b@c", "a@.com"] {
+            assert!(email("e", bad).is_err(), "{bad}");
+        }
+    }
+}
