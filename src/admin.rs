@@ -9,12 +9,11 @@ use thiserror::Error;
 
 use crate::auth::{self, Role, password};
 use crate::graphql::parse_permissions;
-use crate::store::labels::LabelChange;
 use crate::store::patients::PatientFields;
 use crate::store::practices::Practice;
 use crate::store::tokens::{Token, TokenKind};
 use crate::store::users::{NewUser, User};
-use crate::store::{Store, StoreError};
+use crate::store::{Change, Store, StoreError};
 use crate::text::{self, MAX_LINE_CHARS};
 
 /// Why a command failed, in one line for the operator.
@@ -191,7 +190,7 @@ pub async fn demo(store: &Store, practice_id: &str, patients: usize) -> AdminRes
     let mut label_ids = Vec::new();
     for (title, color) in LABELS {
         // A title taken by an earlier demo run is skipped.
-        if let LabelChange::Done(label) = practice.create_label(title, Some(color)).await? {
+        if let Change::Done(label) = practice.create_label(title, Some(color)).await? {
             label_ids.push(label.id);
         }
     }
@@ -375,9 +374,7 @@ async fn demo_bookings(
                         end_at: end,
                         comments: None,
                     };
-                    if let crate::store::bookings::BookingChange::Done(_) =
-                        practice.create_booking(fields).await?
-                    {
+                    if let Change::Done(_) = practice.create_booking(fields).await? {
                         made += 1;
                     }
                 }

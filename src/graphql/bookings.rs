@@ -252,11 +252,7 @@ fn check_times(start: i64, end: i64) -> Result<()> {
 }
 
 fn respond(id: &str, change: BookingChange) -> Option<ResponsePayload<Booking>> {
-    Some(match change {
-        BookingChange::Done(b) => ResponsePayload::ok(Booking(*b)),
-        BookingChange::NotFound => ResponsePayload::refused(format!("No booking with id {id}")),
-        BookingChange::Refused(reason) => ResponsePayload::refused(reason),
-    })
+    ResponsePayload::of(change, "booking", id, Booking)
 }
 
 fn refuse_if_cancelled(b: &stored::Booking) -> Result<(), String> {

@@ -9,6 +9,7 @@ use super::pagination::{PageInfo, Pagination, items};
 use super::payload::ResponsePayload;
 use super::store;
 use crate::auth::OperationKind;
+use crate::store::Change;
 use crate::store::labels::{self as stored, LabelChange};
 
 /// A label of the practice's catalogue, e.g. "VIP" or "Allergy", that can be put on
@@ -56,14 +57,8 @@ fn color(value: Option<String>) -> Result<Option<String>> {
     Ok(Some(value.to_lowercase()))
 }
 
-fn respond(id: &str, change: LabelChange) -> ResponsePayload<Label> {
-    match change {
-        LabelChange::Done(label) => ResponsePayload::ok(label.into()),
-        LabelChange::NotFound => ResponsePayload::refused(format!("No label with id {id}")),
-        LabelChange::TitleTaken(title) => {
-            ResponsePayload::refused(format!("A label titled \"{title}\" already exists"))
-        }
-    }
+fn respond(id: &str, change: LabelChange) -> Option<ResponsePayload<Label>> {
+    ResponsePayload::of(change, "label", id, Label::from)
 }
 
 #[derive(Default)]
@@ -113,7 +108,7 @@ impl LabelMutations {
             .create_label(&title, color.as_deref())
             .await
             .or_fail()?;
-        Ok(Some(respond("", change)))
+        Ok(respond("", change))
     }
 
     /// Changes a label's title or colour; the change shows on every patient with the label.
@@ -136,7 +131,7 @@ impl LabelMutations {
             .update_label(&id, title.as_deref(), color.as_deref())
             .await
             .or_fail()?;
-        Ok(Some(respond(&id, change)))
+        Ok(respond(&id, change))
     }
 
     /// Removes a label from the catalogue and from every patient that has it. Needs
@@ -152,9 +147,6 @@ impl LabelMutations {
             .delete_label(&id)
             .await
             .or_fail()?;
-        Ok(Some(respond(
-            &id,
-            deleted.map_or(LabelChange::NotFound, LabelChange::Done),
-        )))
+        Ok(respond(&id, deleted.map_or(Change::NotFound, Change::Done)))
     }
 }

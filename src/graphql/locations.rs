@@ -141,10 +141,7 @@ impl LocationMutations {
             .create_location(new)
             .await
             .or_fail()?;
-        Ok(Some(match made {
-            Some(location) => ResponsePayload::ok(location.into()),
-            None => ResponsePayload::refused(format!("A location named \"{name}\" already exists")),
-        }))
+        Ok(ResponsePayload::of(made, "location", "", Location::from))
     }
 
     /// Adds an appointment type. Refused if another has the title. Needs `settings`.
@@ -173,11 +170,11 @@ impl LocationMutations {
             .create_appointment_type(&title, i64::from(duration), price)
             .await
             .or_fail()?;
-        Ok(Some(match made {
-            Some(t) => ResponsePayload::ok(t.into()),
-            None => ResponsePayload::refused(format!(
-                "An appointment type titled \"{title}\" already exists"
-            )),
-        }))
+        Ok(ResponsePayload::of(
+            made,
+            "appointment type",
+            "",
+            Appointment::from,
+        ))
     }
 }

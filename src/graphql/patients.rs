@@ -437,12 +437,8 @@ impl UpdatePatientDataInput {
 }
 
 /// Turns a store outcome into the mutation's envelope.
-fn respond(id: &str, change: PatientChange) -> ResponsePayload<Patient> {
-    match change {
-        PatientChange::Done(p) => ResponsePayload::ok(Patient(*p)),
-        PatientChange::NotFound => ResponsePayload::refused(format!("No patient with id {id}")),
-        PatientChange::Refused(reason) => ResponsePayload::refused(reason),
-    }
+fn respond(id: &str, change: PatientChange) -> Option<ResponsePayload<Patient>> {
+    ResponsePayload::of(change, "patient", id, Patient)
 }
 
 fn refuse_if_deleted(p: &stored::Patient) -> Result<(), String> {
@@ -541,7 +537,7 @@ async fn change_patient(
         })
         .await
         .or_fail()?;
-    Ok(Some(respond(id, outcome)))
+    Ok(respond(id, outcome))
 }
 
 #[Object]
@@ -559,7 +555,7 @@ impl PatientMutations {
             .create_patient(fields, &labels)
             .await
             .or_fail()?;
-        Ok(Some(respond("", change)))
+        Ok(respond("", change))
     }
 
     /// Changes a patient's data. Refused for a deleted patient. Needs `patients:write`.
@@ -653,7 +649,7 @@ impl PatientMutations {
             .add_patient_label(&patient_id, &label_reference_id)
             .await
             .or_fail()?;
-        Ok(Some(respond(&patient_id, change)))
+        Ok(respond(&patient_id, change))
     }
 
     /// Takes a label off a patient. Needs `patients:write`.
@@ -673,6 +669,6 @@ impl PatientMutations {
             .remove_patient_label(&patient_id, &label_id)
             .await
             .or_fail()?;
-        Ok(Some(respond(&patient_id, change)))
+        Ok(respond(&patient_id, change))
     }
 }

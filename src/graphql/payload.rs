@@ -6,6 +6,7 @@ use super::bookings::Booking;
 use super::labels::Label;
 use super::locations::{Appointment, Location};
 use super::patients::Patient;
+use crate::store::Change;
 
 /// What a mutation returns: the record it affected, or a sentence saying why nothing changed.
 #[derive(SimpleObject)]
@@ -23,6 +24,21 @@ pub struct ResponsePayload<T: OutputType> {
 }
 
 impl<T: OutputType> ResponsePayload<T> {
+    /// The envelope of a store outcome. `what` names the kind of record, for "No patient with
+    /// id ID"; `wrap` makes the GraphQL object.
+    pub fn of<S>(
+        change: Change<S>,
+        what: &str,
+        id: &str,
+        wrap: impl FnOnce(S) -> T,
+    ) -> Option<Self> {
+        Some(match change {
+            Change::Done(record) => ResponsePayload::ok(wrap(record)),
+            Change::NotFound => ResponsePayload::refused(format!("No {what} with id {id}")),
+            Change::Refused(reason) => ResponsePayload::refused(reason),
+        })
+    }
+
     pub fn ok(data: T) -> Self {
         ResponsePayload {
             data: Some(data),

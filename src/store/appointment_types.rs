@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use sqlx::FromRow;
 
-use super::{Keyed, PracticeStore, StoreError, StoreResult, new_id, now_ms};
+use super::{Change, Keyed, PracticeStore, StoreError, StoreResult, new_id, now_ms};
 
 const APPOINTMENT_TYPE_COLUMNS: &str = "id, title, duration, price";
 
@@ -46,13 +46,13 @@ impl PracticeStore<'_> {
             .await
     }
 
-    /// Adds an appointment type. None if another has the title.
+    /// Adds an appointment type. Refused if another has the title.
     pub async fn create_appointment_type(
         &self,
         title: &str,
         duration: i64,
         price: Option<f64>,
-    ) -> StoreResult<Option<AppointmentType>> {
+    ) -> StoreResult<Change<AppointmentType>> {
         let made = AppointmentType {
             id: new_id(),
             title: title.to_string(),
@@ -72,8 +72,10 @@ impl PracticeStore<'_> {
         .execute(self.write())
         .await;
         match result {
-            Ok(_) => Ok(Some(made)),
-            Err(e) if StoreError::is_unique_violation(&e) => Ok(None),
+            Ok(_) => Ok(Change::Done(made)),
+            Err(e) if StoreError::is_unique_violation(&e) => Ok(Change::Refused(format!(
+                "An appointment type titled \"{title}\" already exists"
+            ))),
             Err(e) => Err(e.into()),
         }
     }

@@ -5,7 +5,9 @@
 use chrono::{TimeZone, Utc};
 use sqlx::{Any, FromRow, Transaction};
 
-use super::{Args, Page, PageRequest, PracticeStore, StoreResult, new_id, now_ms, time_filters};
+use super::{
+    Args, Change, Page, PageRequest, PracticeStore, StoreResult, new_id, now_ms, time_filters,
+};
 
 const BOOKING_COLUMNS: &str = "id, patient_id, doctor_id, location_id, appointment_type_id, \
      start_at, end_at, comments, cancelled_at, cancellation_reason, created_at, updated_at";
@@ -49,14 +51,8 @@ pub struct BookingFilter {
     pub patient_id: Option<String>,
 }
 
-/// The outcome of a change to bookings that can be refused.
-#[derive(Debug)]
-pub enum BookingChange {
-    Done(Box<Booking>),
-    NotFound,
-    /// Refused, with a sentence that says why; nothing was written.
-    Refused(String),
-}
+/// The outcome of a change to a booking.
+pub type BookingChange = Change<Booking>;
 
 /// What a change made under [`PracticeStore::modify_booking`] does with the booking.
 pub type Modification = Result<(), String>;
@@ -121,7 +117,7 @@ impl PracticeStore<'_> {
             .check_references(&mut tx, &booking.fields, None)
             .await?
         {
-            return Ok(BookingChange::Refused(reason));
+            return Ok(Change::Refused(reason));
         }
         let sql = format!(
             "INSERT INTO bookings (practice_id, {BOOKING_COLUMNS}) VALUES ($1, $2, $3, $4, $5, \
@@ -155,14 +151,14 @@ impl PracticeStore<'_> {
             .fetch_optional(&mut *tx)
             .await?;
         let Some(mut booking) = found else {
-            return Ok(BookingChange::NotFound);
+            return Ok(Change::NotFound);
         };
         let before = booking.fields.clone();
         if let Err(reason) = change(&mut booking) {
-            return Ok(BookingChange::Refused(reason));
+            return Ok(Change::Refused(reason));
         }
         if booking.fields.end_at <= booking.fields.start_at {
-            return Ok(BookingChange::Refused(
+            return Ok(Change::Refused(
                 "The booking would end before it starts".into(),
             ));
         }
@@ -170,7 +166,7 @@ impl PracticeStore<'_> {
             .check_references(&mut tx, &booking.fields, Some(&before))
             .await?
         {
-            return Ok(BookingChange::Refused(reason));
+            return Ok(Change::Refused(reason));
         }
         booking.updated_at = now_ms().max(booking.updated_at);
         let updated = bind_booking(
@@ -199,13 +195,11 @@ impl PracticeStore<'_> {
         match written {
             Ok(_) => {
                 tx.commit().await?;
-                Ok(BookingChange::Done(Box::new(booking)))
+                Ok(Change::Done(booking))
             }
             Err(err) if is_overlap(&err) => {
                 drop(tx);
-                Ok(BookingChange::Refused(
-                    self.describe_conflict(&booking).await?,
-                ))
+                Ok(Change::Refused(self.describe_conflict(&booking).await?))
             }
             Err(err) => Err(err.into()),
         }

@@ -2,7 +2,7 @@
 
 use sqlx::FromRow;
 
-use super::{Page, PageRequest, PracticeStore, StoreError, StoreResult, new_id, now_ms};
+use super::{Change, Page, PageRequest, PracticeStore, StoreError, StoreResult, new_id, now_ms};
 
 /// A label of the practice's catalogue.
 #[derive(Clone, Debug, FromRow)]
@@ -14,14 +14,8 @@ pub struct Label {
     pub updated_at: i64,
 }
 
-/// The outcome of a change to the catalogue that can be refused.
-#[derive(Debug)]
-pub enum LabelChange {
-    Done(Label),
-    NotFound,
-    /// Another label already has this title.
-    TitleTaken(String),
-}
+/// The outcome of a change to the catalogue.
+pub type LabelChange = Change<Label>;
 
 const LABEL_COLUMNS: &str = "id, title, color, created_at, updated_at";
 
@@ -115,11 +109,11 @@ fn title_taken_or(
     title: &str,
 ) -> StoreResult<LabelChange> {
     match result {
-        Ok(Some(label)) => Ok(LabelChange::Done(label)),
-        Ok(None) => Ok(LabelChange::NotFound),
-        Err(e) if StoreError::is_unique_violation(&e) => {
-            Ok(LabelChange::TitleTaken(title.to_string()))
-        }
+        Ok(Some(label)) => Ok(Change::Done(label)),
+        Ok(None) => Ok(Change::NotFound),
+        Err(e) if StoreError::is_unique_violation(&e) => Ok(Change::Refused(format!(
+            "A label titled \"{title}\" already exists"
+        ))),
         Err(e) => Err(e.into()),
     }
 }

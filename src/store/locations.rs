@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use sqlx::FromRow;
 
-use super::{Keyed, PracticeStore, StoreError, StoreResult, new_id, now_ms};
+use super::{Change, Keyed, PracticeStore, StoreError, StoreResult, new_id, now_ms};
 
 const LOCATION_COLUMNS: &str = "id, name, address, city, postcode, country";
 
@@ -42,9 +42,9 @@ impl PracticeStore<'_> {
         self.by_ids("locations", LOCATION_COLUMNS, ids).await
     }
 
-    /// Adds a location, with a new id (whatever `new.id` holds). None if another location has
-    /// the name.
-    pub async fn create_location(&self, mut new: Location) -> StoreResult<Option<Location>> {
+    /// Adds a location, with a new id (whatever `new.id` holds). Refused if another location
+    /// has the name.
+    pub async fn create_location(&self, mut new: Location) -> StoreResult<Change<Location>> {
         new.id = new_id();
         let now = now_ms();
         let result = sqlx::query(
@@ -62,8 +62,11 @@ impl PracticeStore<'_> {
         .execute(self.write())
         .await;
         match result {
-            Ok(_) => Ok(Some(new)),
-            Err(e) if StoreError::is_unique_violation(&e) => Ok(None),
+            Ok(_) => Ok(Change::Done(new)),
+            Err(e) if StoreError::is_unique_violation(&e) => Ok(Change::Refused(format!(
+                "A location named \"{}\" already exists",
+                new.name
+            ))),
             Err(e) => Err(e.into()),
         }
     }

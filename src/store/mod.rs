@@ -237,6 +237,15 @@ pub trait Keyed {
     fn key(&self) -> &str;
 }
 
+/// The outcome of a change that can be refused: done, no such record, or refused with a
+/// sentence that says why (and nothing written).
+#[derive(Debug)]
+pub enum Change<T> {
+    Done(T),
+    NotFound,
+    Refused(String),
+}
+
 /// A page of a list: which rows to fetch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PageRequest {

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use sqlx::{Any, FromRow, Transaction};
 
 use super::{
-    Args, Keyed, Page, PageRequest, PracticeStore, StoreResult, like_escape, new_id, now_ms,
-    placeholders, time_filters,
+    Args, Change, Keyed, Page, PageRequest, PracticeStore, StoreResult, like_escape, new_id,
+    now_ms, placeholders, time_filters,
 };
 
 const PATIENT_COLUMNS: &str = "id, title, first_name, last_name, email, dob, gender, sex, \
@@ -83,14 +83,8 @@ pub struct PatientFilter {
     pub updated: Option<(i64, i64)>,
 }
 
-/// The outcome of a change to a patient that can be refused.
-#[derive(Debug)]
-pub enum PatientChange {
-    Done(Box<Patient>),
-    NotFound,
-    /// Refused, with a sentence that says why.
-    Refused(String),
-}
+/// The outcome of a change to a patient.
+pub type PatientChange = Change<Patient>;
 
 /// What a change made under [`PracticeStore::modify_patient`] does with the patient.
 pub type Modification = Result<(), String>;
@@ -177,11 +171,11 @@ impl PracticeStore<'_> {
                 .await?
             {
                 // The transaction is dropped, and with it the patient.
-                return Ok(PatientChange::Refused(no_such_label(label_id)));
+                return Ok(Change::Refused(no_such_label(label_id)));
             }
         }
         tx.commit().await?;
-        Ok(PatientChange::Done(Box::new(patient)))
+        Ok(Change::Done(patient))
     }
 
     /// Adds many patients at once, in transactions of a few hundred rows: for demo data and
@@ -247,10 +241,10 @@ impl PracticeStore<'_> {
             .fetch_optional(&mut *tx)
             .await?;
         let Some(mut patient) = found else {
-            return Ok(PatientChange::NotFound);
+            return Ok(Change::NotFound);
         };
         if let Err(reason) = change(&mut patient) {
-            return Ok(PatientChange::Refused(reason));
+            return Ok(Change::Refused(reason));
         }
         patient.updated_at = now_ms().max(patient.updated_at);
         let sql = "UPDATE patients SET search_text = $2, title = $4, first_name = $5, \
@@ -265,10 +259,10 @@ impl PracticeStore<'_> {
         if let Some(labels) = labels
             && let Some(unknown) = self.replace_patient_labels(&mut tx, id, labels).await?
         {
-            return Ok(PatientChange::Refused(no_such_label(&unknown)));
+            return Ok(Change::Refused(no_such_label(&unknown)));
         }
         tx.commit().await?;
-        Ok(PatientChange::Done(Box::new(patient)))
+        Ok(Change::Done(patient))
     }
 
     /// Makes the patient's labels exactly `label_ids`. Returns the first id that is not in the
@@ -400,9 +394,9 @@ impl PracticeStore<'_> {
             return Ok(refusal);
         }
         let Some(label) = self.find_label(label_id).await? else {
-            return Ok(PatientChange::Refused(no_such_label(label_id)));
+            return Ok(Change::Refused(no_such_label(label_id)));
         };
-        Ok(PatientChange::Refused(format!(
+        Ok(Change::Refused(format!(
             "The label \"{}\" is already on this patient",
             label.title
         )))
@@ -418,10 +412,7 @@ impl PracticeStore<'_> {
         let mut tx = self.begin_write().await?;
         if !touch_live_patient(&mut tx, self.practice_id, patient_id).await? {
             drop(tx);
-            return Ok(self
-                .not_live(patient_id)
-                .await?
-                .unwrap_or(PatientChange::NotFound));
+            return Ok(self.not_live(patient_id).await?.unwrap_or(Change::NotFound));
         }
         let deleted = sqlx::query(
             "DELETE FROM patient_labels WHERE practice_id = $1 AND patient_id = $2 \
@@ -436,7 +427,7 @@ impl PracticeStore<'_> {
             tx.commit().await?;
             return self.patient_change(patient_id).await;
         }
-        Ok(PatientChange::Refused(format!(
+        Ok(Change::Refused(format!(
             "This patient has no label with id {label_id}"
         )))
     }
@@ -444,16 +435,16 @@ impl PracticeStore<'_> {
     /// Why a patient cannot be changed: missing, or deleted. None if it can.
     async fn not_live(&self, id: &str) -> StoreResult<Option<PatientChange>> {
         Ok(match self.find_patient(id).await? {
-            None => Some(PatientChange::NotFound),
-            Some(p) if p.deleted_at.is_some() => Some(PatientChange::Refused(DELETED.into())),
+            None => Some(Change::NotFound),
+            Some(p) if p.deleted_at.is_some() => Some(Change::Refused(DELETED.into())),
             Some(_) => None,
         })
     }
 
     async fn patient_change(&self, id: &str) -> StoreResult<PatientChange> {
         Ok(match self.find_patient(id).await? {
-            Some(patient) => PatientChange::Done(Box::new(patient)),
-            None => PatientChange::NotFound,
+            Some(patient) => Change::Done(patient),
+            None => Change::NotFound,
         })
     }
 
