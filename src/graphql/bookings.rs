@@ -127,18 +127,24 @@ pub struct BookingData {
 }
 
 impl BookingData {
-    /// The page, with the relations its selection asks for loaded ahead: one statement per
-    /// kind of record, however long the page.
-    async fn of(
+    /// A page of the caller's practice's bookings, with the relations its selection asks for
+    /// loaded ahead: one statement per kind of record, however long the page.
+    async fn fetch(
         ctx: &Context<'_>,
+        practice_id: &str,
+        filter: &BookingFilter,
         request: PageRequest,
-        page: crate::store::Page<stored::Booking>,
-    ) -> Result<BookingData> {
+    ) -> Result<Option<BookingData>> {
+        let page = store(ctx)
+            .practice(practice_id)
+            .list_bookings(filter, request)
+            .await
+            .or_fail()?;
         prime_relations(ctx, ctx.look_ahead().field("data"), &page.items).await?;
-        Ok(BookingData {
+        Ok(Some(BookingData {
             page_info: Some(PageInfo::of(request, &page)),
             data: items(page.items, Booking),
-        })
+        }))
     }
 }
 
@@ -320,12 +326,7 @@ pub async fn of_doctor(
         doctor_id: Some(doctor_id.to_string()),
         ..Default::default()
     };
-    let found = store(ctx)
-        .practice(&principal.practice_id)
-        .list_bookings(&filter, page)
-        .await
-        .or_fail()?;
-    Ok(Some(BookingData::of(ctx, page, found).await?))
+    BookingData::fetch(ctx, &principal.practice_id, &filter, page).await
 }
 
 #[derive(Default)]
@@ -374,12 +375,7 @@ impl BookingQueries {
             updated: options.updated_at.map(DateRange::bounds).transpose()?,
             ..Default::default()
         };
-        let found = store(ctx)
-            .practice(&principal.practice_id)
-            .list_bookings(&filter, page)
-            .await
-            .or_fail()?;
-        Ok(Some(BookingData::of(ctx, page, found).await?))
+        BookingData::fetch(ctx, &principal.practice_id, &filter, page).await
     }
 }
 
