@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use crate::graphql::limits::Limits;
 use crate::store::PoolSettings;
 
 /// Where the database is; every command takes it.
@@ -67,14 +68,61 @@ pub struct ServeConfig {
     /// Largest request body accepted, in bytes; larger requests get 413.
     #[arg(long, env = "PRACTICE_MAX_BODY_BYTES", default_value_t = 1_048_576)]
     pub max_body_bytes: usize,
+
+    /// Deepest nesting of selections a query may have.
+    #[arg(long, env = "PRACTICE_MAX_DEPTH", default_value_t = Limits::default().max_depth)]
+    pub max_depth: usize,
+
+    /// Highest cost a query may have: 1 a field, times the page size under a list.
+    #[arg(long, env = "PRACTICE_MAX_COST", default_value_t = Limits::default().max_cost)]
+    pub max_cost: u64,
+
+    /// Most aliases a query may use.
+    #[arg(long, env = "PRACTICE_MAX_ALIASES", default_value_t = Limits::default().max_aliases)]
+    pub max_aliases: usize,
+
+    /// Most directives a query may use.
+    #[arg(
+        long,
+        env = "PRACTICE_MAX_DIRECTIVES",
+        default_value_t = Limits::default().max_directives
+    )]
+    pub max_directives: usize,
+
+    /// Longest query document, in bytes.
+    #[arg(
+        long,
+        env = "PRACTICE_MAX_DOCUMENT_BYTES",
+        default_value_t = Limits::default().max_document_bytes
+    )]
+    pub max_document_bytes: usize,
+}
+
+impl ServeConfig {
+    /// The query limits these settings give.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_depth: self.max_depth,
+            max_cost: self.max_cost,
+            max_aliases: self.max_aliases,
+            max_directives: self.max_directives,
+            max_document_bytes: self.max_document_bytes,
+        }
+    }
 }
 
 impl Default for ServeConfig {
     fn default() -> Self {
+        let limits = Limits::default();
         ServeConfig {
             listen: "127.0.0.1:8080".into(),
             user_token_ttl: Duration::from_secs(12 * 3600),
             max_body_bytes: 1_048_576,
+            max_depth: limits.max_depth,
+            max_cost: limits.max_cost,
+            max_aliases: limits.max_aliases,
+            max_directives: limits.max_directives,
+            max_document_bytes: limits.max_document_bytes,
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod code {
     pub const BAD_USER_INPUT: &str = "BAD_USER_INPUT";
     pub const GRAPHQL_PARSE_FAILED: &str = "GRAPHQL_PARSE_FAILED";
     pub const GRAPHQL_VALIDATION_FAILED: &str = "GRAPHQL_VALIDATION_FAILED";
+    pub const QUERY_TOO_COMPLEX: &str = "QUERY_TOO_COMPLEX";
     pub const BAD_REQUEST: &str = "BAD_REQUEST";
     pub const SERVICE_UNAVAILABLE: &str = "SERVICE_UNAVAILABLE";
     pub const INTERNAL_SERVER_ERROR: &str = "INTERNAL_SERVER_ERROR";

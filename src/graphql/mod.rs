@@ -6,6 +6,7 @@ mod bookings;
 pub mod error;
 mod input;
 mod labels;
+pub mod limits;
 mod loaders;
 mod locations;
 mod options;
@@ -57,19 +58,18 @@ pub type ApiSchema = Schema<Query, Mutation, EmptySubscription>;
 pub struct ApiSettings {
     /// How long a token from signIn is valid.
     pub user_token_ttl: Duration,
+    /// What a document may ask for.
+    pub limits: limits::Limits,
 }
-
-/// Deepest selection a document may hold. The deepest useful query is about 8 levels
-/// (`bookings { data { patient { labels { text } } } }` is 5), and GraphiQL's introspection
-/// needs 13; deeper documents are refused before they run.
-pub const MAX_DEPTH: usize = 15;
 
 /// Builds the schema over a store.
 pub fn build_schema(store: Store, settings: ApiSettings) -> ApiSchema {
     Schema::build(Query::default(), Mutation::default(), EmptySubscription)
         .data(store)
+        // The HTTP layer measures depth first, with a message that names it; this is the
+        // backstop for any other way in.
+        .limit_depth(settings.limits.max_depth)
         .data(settings)
-        .limit_depth(MAX_DEPTH)
         .finish()
 }
 

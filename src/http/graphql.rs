@@ -21,7 +21,7 @@ use serde_json::{Map, Value, json};
 use super::{AppState, RequestId};
 use crate::auth::{self, AuthError, OperationKind};
 use crate::graphql::error::code;
-use crate::graphql::{self, operation_shape};
+use crate::graphql::{self, limits, operation_shape};
 
 /// The media types a GraphQL response can take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -297,6 +297,14 @@ pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
         )
         .into_response();
     }
+    if params.query.len() > app.limits.max_document_bytes {
+        let exceeded = limits::Exceeded {
+            limit: "documentBytes",
+            value: params.query.len() as u64,
+            max: app.limits.max_document_bytes as u64,
+        };
+        return too_complex(media, &exceeded, None).into_response();
+    }
     let mut request = params.into_request();
 
     let operation_name = request.operation_name.clone();
@@ -312,6 +320,21 @@ pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
             .into_response();
         }
     };
+    if shape.is_some_and(|s| s.sign_ins > 1) {
+        return Reply::graphql_error(
+            media,
+            StatusCode::BAD_REQUEST,
+            code::BAD_USER_INPUT,
+            "send one signIn per request",
+        )
+        .into_response();
+    }
+
+    let measure = limits::measure(&doc, operation_name.as_deref(), &request.variables);
+    let cost = json!({ "requested": measure.cost, "limit": app.limits.max_cost });
+    if let Err(exceeded) = app.limits.check(0, &measure) {
+        return too_complex(media, &exceeded, Some(cost)).into_response();
+    }
     if parts.method == Method::GET && shape.is_some_and(|s| s.kind != OperationKind::Query) {
         let mut response = Reply::request_error(
             media,
@@ -324,16 +347,6 @@ pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
             .headers_mut()
             .insert(header::ALLOW, HeaderValue::from_static("POST"));
         return response;
-    }
-
-    if shape.is_some_and(|s| s.sign_ins > 1) {
-        return Reply::graphql_error(
-            media,
-            StatusCode::BAD_REQUEST,
-            code::BAD_USER_INPUT,
-            "send one signIn per request",
-        )
-        .into_response();
     }
 
     // Every operation but signIn needs a valid token, introspection included.
@@ -381,7 +394,27 @@ pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
     if let Some(data) = reply.body.get_mut("data") {
         super::order::in_selection_order(data, &doc, operation_name.as_deref());
     }
+    reply.body["extensions"]["cost"] = cost;
     reply.into_response()
+}
+
+/// A document over a limit: QUERY_TOO_COMPLEX, naming the limit, the document's value and
+/// the limit's, with the cost when it was measured.
+fn too_complex(media: MediaType, exceeded: &limits::Exceeded, cost: Option<Value>) -> Reply {
+    let mut reply = Reply::graphql_error(
+        media,
+        StatusCode::BAD_REQUEST,
+        code::QUERY_TOO_COMPLEX,
+        &exceeded.message(),
+    );
+    let extensions = &mut reply.body["errors"][0]["extensions"];
+    extensions["limit"] = json!(exceeded.limit);
+    extensions["value"] = json!(exceeded.value);
+    extensions["max"] = json!(exceeded.max);
+    if let Some(cost) = cost {
+        reply.body["extensions"]["cost"] = cost;
+    }
+    reply
 }
 
 /// Turns an executed response into a reply: every error gets a code, an internal error names

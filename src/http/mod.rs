@@ -17,6 +17,7 @@ use tokio::net::TcpListener;
 use tower_http::trace::TraceLayer;
 
 use crate::config::ServeConfig;
+use crate::graphql::limits::Limits;
 use crate::graphql::{ApiSchema, ApiSettings, build_schema};
 use crate::store::Store;
 
@@ -26,6 +27,7 @@ pub struct AppState {
     pub store: Store,
     pub schema: ApiSchema,
     pub max_body_bytes: usize,
+    pub limits: Limits,
 }
 
 impl AppState {
@@ -34,12 +36,14 @@ impl AppState {
             store.clone(),
             ApiSettings {
                 user_token_ttl: config.user_token_ttl,
+                limits: config.limits(),
             },
         );
         AppState {
             store,
             schema,
             max_body_bytes: config.max_body_bytes,
+            limits: config.limits(),
         }
     }
 }

@@ -144,7 +144,8 @@ async fn wrong_variable_types_and_absurd_ids(#[case] engine: Engine) {
         let body = app
             .gql(Some(&app.admin_token), query, json!({ "id": id }))
             .await;
-        assert_eq!(body, json!({ "data": { "patient": null } }));
+        assert_eq!(body["data"], json!({ "patient": null }));
+        assert!(body.get("errors").is_none(), "{body}");
     }
     let body = app
         .gql(
@@ -259,7 +260,10 @@ async fn content_type_accept_and_size_are_checked(#[case] engine: Engine) {
         .await;
     assert_eq!(raw.status, StatusCode::OK);
     assert!(content_type(&raw).starts_with(GQLR));
-    assert_eq!(raw.body, json!({ "data": { "__typename": "Query" } }));
+    assert_eq!(
+        raw.body,
+        json!({ "data": { "__typename": "Query" }, "extensions": { "cost": { "requested": 1, "limit": 10_000 } } })
+    );
     assert!(raw.headers.contains_key("x-request-id"));
 }
 
@@ -431,24 +435,12 @@ async fn fields_come_in_the_order_they_were_asked(#[case] engine: Engine) {
 #[case::sqlite(Engine::Sqlite)]
 #[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn documents_deeper_than_the_limit_are_refused(#[case] engine: Engine) {
+async fn deep_but_reasonable_documents_run(#[case] engine: Engine) {
     let app = spawn!(engine);
     // 8 levels: runs.
     let ok = "{ bookings { data { patient { bookings(start: \"2031-01-01\", end: \"2031-01-02\") { patient { labels { text } } } } } } }";
     let body = app.gql(Some(&app.admin_token), ok, json!({})).await;
     assert!(body.get("errors").is_none(), "{body}");
-    // Patient and bookings in a loop, 19 levels: refused before it runs.
-    let mut deep = String::from("id");
-    for _ in 0..8 {
-        deep = format!(
-            "patient {{ bookings(start: \"2031-01-01\", end: \"2031-01-02\") {{ {deep} }} }}"
-        );
-    }
-    let deep = format!("{{ bookings {{ data {{ {deep} }} }} }}");
-    let deep = deep.as_str();
-    let body = app.gql(Some(&app.admin_token), deep, json!({})).await;
-    assert_eq!(error_code(&body), "GRAPHQL_VALIDATION_FAILED", "{body}");
-    assert!(body.get("data").is_none(), "{body}");
     // GraphiQL's introspection query fits.
     let introspection = "query IntrospectionQuery { __schema { queryType { name } types { ...FullType } } } fragment FullType on __Type { kind name fields(includeDeprecated: true) { name args { ...InputValue } type { ...TypeRef } } inputFields { ...InputValue } } fragment InputValue on __InputValue { name type { ...TypeRef } defaultValue } fragment TypeRef on __Type { kind name ofType { kind name ofType { kind name ofType { kind name ofType { kind name ofType { kind name ofType { kind name ofType { kind name } } } } } } } }";
     let body = app
@@ -479,4 +471,109 @@ async fn one_sign_in_per_request(#[case] engine: Engine) {
     );
     let body = app.gql(Some(&app.admin_token), &hidden, json!({})).await;
     assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn every_limit_is_named_when_hit(#[case] engine: Engine) {
+    let app = spawn!(
+        engine,
+        ServeConfig {
+            max_document_bytes: 2_000,
+            ..ServeConfig::default()
+        }
+    );
+    let refused = |body: &Value, limit: &str, value: u64, max: u64| {
+        assert_eq!(error_code(body), "QUERY_TOO_COMPLEX", "{body}");
+        let ext = &body["errors"][0]["extensions"];
+        assert_eq!(
+            (
+                ext["limit"].as_str(),
+                ext["value"].as_u64(),
+                ext["max"].as_u64()
+            ),
+            (Some(limit), Some(value), Some(max)),
+            "{body}"
+        );
+        let message = body["errors"][0]["message"].as_str().unwrap_or("");
+        assert!(message.contains(&value.to_string()), "{message}");
+        assert!(
+            message.contains(&format!("more than the limit of {max}")),
+            "{message}"
+        );
+        assert!(body.get("data").is_none(), "{body}");
+    };
+    // Cost: 100 patients, each with 50 bookings, each with its patient's 5 labels.
+    let costly = "{ patients(pagination: { pageSize: 100 }) { data { bookings(start: \"2031-01-01\", end: \"2031-01-02\") { patient { labels { text } } } } } }";
+    let body = app.gql(Some(&app.admin_token), costly, json!({})).await;
+    refused(&body, "cost", 1 + 100 * (1 + (1 + 50 * (1 + 6))), 10_000);
+    assert_eq!(
+        body["extensions"]["cost"],
+        json!({ "requested": 35_201, "limit": 10_000 })
+    );
+    // The page size may come from a variable.
+    let paged = "query($p: Pagination) { patients(pagination: $p) { data { id firstName lastName email } } }";
+    let small = app
+        .gql(
+            Some(&app.admin_token),
+            paged,
+            json!({ "p": { "pageSize": 10 } }),
+        )
+        .await;
+    assert_eq!(small["extensions"]["cost"]["requested"], json!(1 + 10 * 5));
+    // Aliases.
+    let aliases: String = (0..31)
+        .map(|i| format!("a{i}: currentPractice {{ id }} "))
+        .collect();
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            &format!("{{ {aliases} }}"),
+            json!({}),
+        )
+        .await;
+    refused(&body, "aliases", 31, 30);
+    // Directives.
+    let directives: String = (0..21).map(|_| "@include(if: true) ").collect();
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            &format!("{{ currentPractice {{ id {directives} }} }}"),
+            json!({}),
+        )
+        .await;
+    refused(&body, "directives", 21, 20);
+    // Depth.
+    let mut deep = String::from("id");
+    for _ in 0..8 {
+        deep = format!(
+            "patient {{ bookings(start: \"2031-01-01\", end: \"2031-01-02\") {{ {deep} }} }}"
+        );
+    }
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            &format!("{{ bookings {{ data {{ {deep} }} }} }}"),
+            json!({}),
+        )
+        .await;
+    refused(&body, "depth", 19, 15);
+    // Document size.
+    let long = format!("{{ currentPractice {{ id }} }} # {}", "x".repeat(2_000));
+    let body = app.gql(Some(&app.admin_token), &long, json!({})).await;
+    refused(&body, "documentBytes", long.len() as u64, 2_000);
+    // Under graphql-response+json, a refusal is a 400.
+    let raw = app
+        .send(
+            app.client
+                .post(&app.url)
+                .header(ACCEPT, GQLR)
+                .header("x-token", &app.admin_token)
+                .json(&json!({ "query": costly })),
+        )
+        .await;
+    assert_eq!(raw.status, StatusCode::BAD_REQUEST);
+    app.assert_serving().await;
 }

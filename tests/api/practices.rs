@@ -33,7 +33,8 @@ async fn practices_are_isolated(#[case] engine: Engine) {
             json!({ "id": ours }),
         )
         .await;
-    assert_eq!(body, json!({ "data": { "patient": null } }));
+    assert_eq!(body["data"], json!({ "patient": null }));
+    assert!(body.get("errors").is_none(), "{body}");
     // By search and list.
     let body = app
         .gql(

@@ -55,7 +55,11 @@ async fn patient_query_with_a_token(#[case] engine: Engine) {
         .await;
     assert_eq!(
         body,
-        json!({ "data": { "patient": { "firstName": "Jane", "email": "jane@example.com" } } })
+        json!({
+            "data": { "patient": { "firstName": "Jane", "email": "jane@example.com" } },
+            // Every response says what the query cost: patient(1) + firstName + email.
+            "extensions": { "cost": { "requested": 3, "limit": 10_000 } }
+        })
     );
 }
 
@@ -78,9 +82,10 @@ async fn named_add_patient_label_with_variables(#[case] engine: Engine) {
         )
         .await;
     assert_eq!(
-        raw.body,
-        json!({ "data": { "addPatientLabel": { "data": { "id": patient }, "error": null } } })
+        raw.body["data"],
+        json!({ "addPatientLabel": { "data": { "id": patient }, "error": null } })
     );
+    assert!(raw.body.get("errors").is_none(), "{}", raw.body);
     // The label is now on the patient.
     let data = app
         .ok(
