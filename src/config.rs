@@ -69,6 +69,10 @@ pub struct ServeConfig {
     #[arg(long, env = "PRACTICE_MAX_BODY_BYTES", default_value_t = 1_048_576)]
     pub max_body_bytes: usize,
 
+    /// Requests a minute each token may make (requests without a token: each client address).
+    #[arg(long, env = "PRACTICE_RATE_LIMIT", default_value_t = 240)]
+    pub rate_limit: u32,
+
     /// Deepest nesting of selections a query may have.
     #[arg(long, env = "PRACTICE_MAX_DEPTH", default_value_t = Limits::default().max_depth)]
     pub max_depth: usize,
@@ -118,6 +122,7 @@ impl Default for ServeConfig {
             listen: "127.0.0.1:8080".into(),
             user_token_ttl: Duration::from_secs(12 * 3600),
             max_body_bytes: 1_048_576,
+            rate_limit: 240,
             max_depth: limits.max_depth,
             max_cost: limits.max_cost,
             max_aliases: limits.max_aliases,

@@ -71,7 +71,7 @@ async fn a_page_of_100_bookings_costs_a_fixed_number_of_statements() {
     let subscriber = tracing_subscriber::registry().with(CountStatements);
     tracing::subscriber::set_global_default(subscriber).expect("one subscriber");
     for engine in [Engine::Sqlite, Engine::Postgres] {
-        if let Some(app) = TestApp::spawn_with(engine, Default::default()).await {
+        if let Some(app) = TestApp::spawn_with(engine, helpers::test_config()).await {
             count_on(&app, engine).await;
         }
     }

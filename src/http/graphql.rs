@@ -18,6 +18,11 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
+use std::net::SocketAddr;
+
+use axum::extract::ConnectInfo;
+
+use super::rate_limit::Decision;
 use super::{AppState, RequestId};
 use crate::auth::{self, AuthError, OperationKind};
 use crate::graphql::error::code;
@@ -387,6 +392,31 @@ pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
         }
     };
 
+    // Counted per token; signIn, which has none, per client address.
+    let rate_key = match (
+        &principal,
+        parts.extensions.get::<ConnectInfo<SocketAddr>>(),
+    ) {
+        (Some(principal), _) => principal.token_id.clone(),
+        (None, Some(ConnectInfo(addr))) => format!("ip:{}", addr.ip()),
+        (None, None) => "ip:unknown".to_string(),
+    };
+    let decision = app.rate_limits.check(&rate_key);
+    if let Decision::Limited { retry_after } = decision {
+        let mut response = Reply::request_error(
+            media,
+            StatusCode::TOO_MANY_REQUESTS,
+            code::RATE_LIMITED,
+            &format!(
+                "Too many requests: the limit is {} a minute; try again in {retry_after} s",
+                app.rate_limits.per_minute()
+            ),
+        )
+        .into_response();
+        app.rate_limits.headers(decision, response.headers_mut());
+        return response;
+    }
+
     let request = graphql::for_caller(request, &app.store, principal, shape.map(|s| s.kind));
     let response = app.schema.execute(request).await;
     let request_id = parts.extensions.get::<RequestId>().map(|id| id.0.as_str());
@@ -395,7 +425,9 @@ pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
         super::order::in_selection_order(data, &doc, operation_name.as_deref());
     }
     reply.body["extensions"]["cost"] = cost;
-    reply.into_response()
+    let mut response = reply.into_response();
+    app.rate_limits.headers(decision, response.headers_mut());
+    response
 }
 
 /// A document over a limit: QUERY_TOO_COMPLEX, naming the limit, the document's value and

@@ -3,9 +3,11 @@
 mod graphiql;
 mod graphql;
 mod order;
+mod rate_limit;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::Request;
@@ -16,6 +18,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tower_http::trace::TraceLayer;
 
+use self::rate_limit::RateLimits;
 use crate::config::ServeConfig;
 use crate::graphql::limits::Limits;
 use crate::graphql::{ApiSchema, ApiSettings, build_schema};
@@ -28,6 +31,7 @@ pub struct AppState {
     pub schema: ApiSchema,
     pub max_body_bytes: usize,
     pub limits: Limits,
+    pub rate_limits: Arc<RateLimits>,
 }
 
 impl AppState {
@@ -44,6 +48,7 @@ impl AppState {
             schema,
             max_body_bytes: config.max_body_bytes,
             limits: config.limits(),
+            rate_limits: Arc::new(RateLimits::new(config.rate_limit)),
         }
     }
 }
@@ -100,6 +105,16 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let rate_limits = Arc::downgrade(&state.rate_limits);
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(RateLimits::FORGET_EVERY);
+        // Ends with the server, when the last state holding the limits is gone.
+        while let Some(limits) = rate_limits.upgrade() {
+            limits.forget_idle();
+            drop(limits);
+            every.tick().await;
+        }
+    });
     axum::serve(
         listener,
         router(state).into_make_service_with_connect_info::<SocketAddr>(),

@@ -198,7 +198,7 @@ async fn sign_in_tokens_expire(#[case] engine: Engine) {
         engine,
         ServeConfig {
             user_token_ttl: Duration::from_secs(1),
-            ..ServeConfig::default()
+            ..crate::helpers::test_config()
         }
     );
     let email = app.user("admin", "ada@example.com").await;

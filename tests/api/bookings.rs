@@ -38,7 +38,7 @@ macro_rules! clinic {
 
 impl Clinic {
     async fn new(engine: Engine) -> Option<Clinic> {
-        let app = TestApp::spawn_with(engine, Default::default()).await?;
+        let app = TestApp::spawn_with(engine, crate::helpers::test_config()).await?;
         let doctor = app.doctor("Grace", "Hopper").await;
         let patient = app.patient("Jane", "Doe").await;
         let made = app

@@ -37,7 +37,7 @@ pub enum Engine {
 #[macro_export]
 macro_rules! spawn {
     ($engine:expr) => {
-        $crate::spawn!($engine, practice_api::config::ServeConfig::default())
+        $crate::spawn!($engine, $crate::helpers::test_config())
     };
     ($engine:expr, $config:expr) => {
         match $crate::helpers::TestApp::spawn_with($engine, $config).await {
@@ -45,6 +45,15 @@ macro_rules! spawn {
             None => return,
         }
     };
+}
+
+/// The settings tests run with: the defaults, but for a rate limit that a test's own burst of
+/// set-up requests cannot reach (the rate-limit test sets its own).
+pub fn test_config() -> ServeConfig {
+    ServeConfig {
+        rate_limit: 1_000_000,
+        ..ServeConfig::default()
+    }
 }
 
 /// The server where PostgreSQL tests make their databases.

@@ -209,7 +209,7 @@ async fn content_type_accept_and_size_are_checked(#[case] engine: Engine) {
         engine,
         ServeConfig {
             max_body_bytes: 4096,
-            ..ServeConfig::default()
+            ..crate::helpers::test_config()
         }
     );
     let raw = app
@@ -482,7 +482,7 @@ async fn every_limit_is_named_when_hit(#[case] engine: Engine) {
         engine,
         ServeConfig {
             max_document_bytes: 2_000,
-            ..ServeConfig::default()
+            ..crate::helpers::test_config()
         }
     );
     let refused = |body: &Value, limit: &str, value: u64, max: u64| {
@@ -576,4 +576,49 @@ async fn every_limit_is_named_when_hit(#[case] engine: Engine) {
         .await;
     assert_eq!(raw.status, StatusCode::BAD_REQUEST);
     app.assert_serving().await;
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_token_past_its_rate_limit_gets_429_and_another_token_carries_on(#[case] engine: Engine) {
+    let app = spawn!(
+        engine,
+        ServeConfig {
+            rate_limit: 5,
+            ..ServeConfig::default()
+        }
+    );
+    let query = json!({ "query": "{ currentPractice { id } }" });
+    let header = |raw: &crate::helpers::Raw, name: &str| {
+        raw.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+            .unwrap_or_default()
+    };
+    // Set-up went through the library, not HTTP: all 5 requests are there.
+    for remaining in (0..5).rev() {
+        let raw = app.post_json(Some(&app.admin_token), &query).await;
+        assert_eq!(raw.status, StatusCode::OK, "{}", raw.body);
+        assert_eq!(header(&raw, "ratelimit-policy"), "\"token\";q=5;w=60");
+        assert_eq!(header(&raw, "x-ratelimit-limit"), "5");
+        assert_eq!(header(&raw, "x-ratelimit-remaining"), remaining.to_string());
+        assert!(header(&raw, "ratelimit").starts_with(&format!("\"token\";r={remaining};t=")));
+    }
+    let raw = app.post_json(Some(&app.admin_token), &query).await;
+    assert_eq!(raw.status, StatusCode::TOO_MANY_REQUESTS, "{}", raw.body);
+    assert_eq!(raw.code(), "RATE_LIMITED", "{}", raw.body);
+    let retry_after: u64 = header(&raw, "retry-after")
+        .parse()
+        .expect("Retry-After in seconds");
+    assert!((1..=12).contains(&retry_after), "{retry_after}");
+    assert_eq!(header(&raw, "x-ratelimit-remaining"), "0");
+    assert!(raw.body.get("data").is_none(), "{}", raw.body);
+    // Another token is not slowed.
+    let other = app.token(&["*"]).await;
+    let raw = app.post_json(Some(&other), &query).await;
+    assert_eq!(raw.status, StatusCode::OK, "{}", raw.body);
+    assert_eq!(header(&raw, "x-ratelimit-remaining"), "4");
 }
