@@ -69,6 +69,16 @@ pub struct ServeConfig {
     #[arg(long, env = "PRACTICE_MAX_BODY_BYTES", default_value_t = 1_048_576)]
     pub max_body_bytes: usize,
 
+    /// Longest a GraphQL request may take, reading its body included, before it is stopped
+    /// with SERVICE_UNAVAILABLE (e.g. 30s).
+    #[arg(
+        long,
+        env = "PRACTICE_REQUEST_TIMEOUT",
+        default_value = "30s",
+        value_parser = parse_duration
+    )]
+    pub request_timeout: Duration,
+
     /// Requests a minute each token may make (requests without a token: each client address).
     #[arg(long, env = "PRACTICE_RATE_LIMIT", default_value_t = 240)]
     pub rate_limit: u32,
@@ -122,6 +132,7 @@ impl Default for ServeConfig {
             listen: "127.0.0.1:8080".into(),
             user_token_ttl: Duration::from_secs(12 * 3600),
             max_body_bytes: 1_048_576,
+            request_timeout: Duration::from_secs(30),
             rate_limit: 240,
             max_depth: limits.max_depth,
             max_cost: limits.max_cost,

@@ -4,6 +4,7 @@
 pub mod password;
 pub mod permissions;
 pub mod secret;
+pub mod throttle;
 
 use std::time::Duration;
 

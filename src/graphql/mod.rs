@@ -62,6 +62,10 @@ pub struct ApiSettings {
     pub limits: limits::Limits,
 }
 
+/// The address a request came from, for the sign-in throttle.
+#[derive(Clone, Copy, Debug)]
+pub struct ClientAddress(pub Option<std::net::IpAddr>);
+
 /// Builds the schema over a store.
 pub fn build_schema(store: Store, settings: ApiSettings) -> ApiSchema {
     Schema::build(Query::default(), Mutation::default(), EmptySubscription)
@@ -70,6 +74,9 @@ pub fn build_schema(store: Store, settings: ApiSettings) -> ApiSchema {
         // backstop for any other way in.
         .limit_depth(settings.limits.max_depth)
         .data(settings)
+        .data(std::sync::Arc::new(
+            crate::auth::throttle::SignInThrottle::default(),
+        ))
         .finish()
 }
 

@@ -1,12 +1,16 @@
 //! Staff users, sign-in and the caller's own identity.
 
-use async_graphql::{Context, ID, Object, Result, SimpleObject};
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_graphql::{Context, ErrorExtensions, ID, Object, Result, SimpleObject};
 
 use super::access::authorize;
-use super::error::{OrFail, bad_input, internal, store_failed};
+use super::error::{OrFail, bad_input, code, coded, internal, store_failed};
 use super::pagination::{PageInfo, Pagination, items};
 use super::scalars::{Date, DateTime};
-use super::{ApiSettings, store};
+use super::{ApiSettings, ClientAddress, store};
+use crate::auth::throttle::SignInThrottle;
 use crate::auth::{self, OperationKind, SignInError};
 use crate::store::tokens::TokenKind;
 use crate::store::users as stored;
@@ -181,7 +185,23 @@ impl SessionMutations {
         #[graphql(desc = "The staff user's password.")] password: String,
     ) -> Result<Option<SignInPayload>> {
         let ttl = ctx.data_unchecked::<ApiSettings>().user_token_ttl;
-        match auth::sign_in(store(ctx), &email, &password, ttl).await {
+        let throttle = ctx.data_unchecked::<Arc<SignInThrottle>>();
+        let address = ctx.data_opt::<ClientAddress>().and_then(|a| a.0);
+        if let Some(wait) = throttle.wait(&email, address, Instant::now()) {
+            let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            return Err(coded(
+                code::RATE_LIMITED,
+                format!("Too many failed sign-ins: try again in {seconds} s"),
+            )
+            .extend_with(|_, ext| ext.set("retryAfter", seconds)));
+        }
+        let outcome = auth::sign_in(store(ctx), &email, &password, ttl).await;
+        match &outcome {
+            Ok(_) => throttle.succeeded(&email),
+            Err(SignInError::Incorrect) => throttle.failed(&email, address, Instant::now()),
+            Err(_) => {}
+        }
+        match outcome {
             Ok(signed_in) => Ok(Some(SignInPayload {
                 token: Some(signed_in.secret),
                 expires_at: Some(DateTime::from_ms(signed_in.expires_at)),

@@ -417,6 +417,11 @@ pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
         return response;
     }
 
+    let address = parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(addr)| addr.ip());
+    let request = request.data(graphql::ClientAddress(address));
     let request = graphql::for_caller(request, &app.store, principal, shape.map(|s| s.kind));
     let response = app.schema.execute(request).await;
     let request_id = parts.extensions.get::<RequestId>().map(|id| id.0.as_str());

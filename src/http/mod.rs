@@ -8,6 +8,7 @@ mod rate_limit;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::Request;
@@ -32,6 +33,7 @@ pub struct AppState {
     pub max_body_bytes: usize,
     pub limits: Limits,
     pub rate_limits: Arc<RateLimits>,
+    pub request_timeout: Duration,
 }
 
 impl AppState {
@@ -49,6 +51,7 @@ impl AppState {
             max_body_bytes: config.max_body_bytes,
             limits: config.limits(),
             rate_limits: Arc::new(RateLimits::new(config.rate_limit)),
+            request_timeout: config.request_timeout,
         }
     }
 }
@@ -56,7 +59,15 @@ impl AppState {
 /// The routes: `/graphql` (GET and POST) and `/health`.
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route("/graphql", get(graphql::handle).post(graphql::handle))
+        .route(
+            "/graphql",
+            get(graphql::handle)
+                .post(graphql::handle)
+                .layer(axum::middleware::from_fn_with_state(
+                    state.clone(),
+                    time_limit,
+                )),
+        )
         .route("/graphiql/{file}", get(graphiql::asset))
         .route("/health", get(health))
         .layer(axum::middleware::from_fn(request_id))
@@ -88,6 +99,38 @@ async fn request_id(
         response.headers_mut().insert("x-request-id", value);
     }
     response
+}
+
+/// Stops a GraphQL request that takes longer than `PRACTICE_REQUEST_TIMEOUT`, a slow client's
+/// trickling body included. Dropping the handler rolls back the transaction it was in; what
+/// it had already committed stays.
+async fn time_limit(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    request: Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let limit = state.request_timeout;
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => {
+            tracing::warn!(?limit, "request stopped: it took too long");
+            let body = json!({ "errors": [{
+                "message": format!(
+                    "The request took longer than the limit of {} and was stopped; try again, \
+                     or ask for less",
+                    humantime::format_duration(limit)
+                ),
+                "extensions": { "code": "SERVICE_UNAVAILABLE" }
+            }] });
+            let mut response =
+                (axum::http::StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+            response.headers_mut().insert(
+                axum::http::header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json; charset=utf-8"),
+            );
+            response
+        }
+    }
 }
 
 /// The id of a request, as `x-request-id` gives it.

@@ -553,3 +553,59 @@ async fn a_token_cannot_outlive_itself_through_the_tokens_it_makes(#[case] engin
         .await;
     assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
 }
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn forty_wrong_passwords_are_throttled(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let email = app.user("admin", "ada@example.com").await;
+    let sign_in =
+        "mutation($e: String!, $p: String!) { signIn(email: $e, password: $p) { token error } }";
+    let mut incorrect = 0;
+    let mut throttled = 0;
+    for i in 0..40 {
+        let body = app
+            .gql(
+                None,
+                sign_in,
+                json!({ "e": email, "p": format!("guess {i}") }),
+            )
+            .await;
+        if error_code(&body) == "RATE_LIMITED" {
+            throttled += 1;
+            let retry = body["errors"][0]["extensions"]["retryAfter"].as_u64();
+            assert!(retry.is_some_and(|s| s >= 1), "{body}");
+        } else {
+            assert_eq!(
+                body["data"]["signIn"]["error"], "The email or password is incorrect",
+                "{body}"
+            );
+            incorrect += 1;
+        }
+    }
+    assert_eq!(incorrect, 5, "five free guesses, then a growing delay");
+    assert_eq!(throttled, 35);
+    // While throttled, even the right password waits: guessing gains nothing.
+    let body = app
+        .gql(None, sign_in, json!({ "e": email, "p": PASSWORD }))
+        .await;
+    assert_eq!(error_code(&body), "RATE_LIMITED", "{body}");
+    // An unknown email is throttled the same way, so the throttle reveals nothing.
+    for i in 0..6 {
+        let body = app
+            .gql(
+                None,
+                sign_in,
+                json!({ "e": "nobody@example.com", "p": format!("guess {i}") }),
+            )
+            .await;
+        let expected = if i < 5 { "" } else { "RATE_LIMITED" };
+        assert_eq!(error_code(&body), expected, "{body}");
+    }
+    // Other emails from this address still get their own free guesses (20 in all).
+    let other = app.user("receptionist", "rosa@example.com").await;
+    let token = app.sign_in(&other, PASSWORD).await;
+    assert!(!token.is_empty());
+}

@@ -622,3 +622,45 @@ async fn a_token_past_its_rate_limit_gets_429_and_another_token_carries_on(#[cas
     assert_eq!(raw.status, StatusCode::OK, "{}", raw.body);
     assert_eq!(header(&raw, "x-ratelimit-remaining"), "4");
 }
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_request_past_its_time_limit_is_stopped_and_the_server_carries_on(
+    #[case] engine: Engine,
+) {
+    let app = spawn!(
+        engine,
+        ServeConfig {
+            // Far shorter than an Argon2id check: every signIn overruns it.
+            request_timeout: std::time::Duration::from_millis(1),
+            ..crate::helpers::test_config()
+        }
+    );
+    let email = app.user("admin", "ada@example.com").await;
+    let raw = app
+        .post_json(
+            None,
+            &json!({
+                "query": "mutation($e: String!, $p: String!) { signIn(email: $e, password: $p) { token } }",
+                "variables": { "e": email, "p": crate::helpers::PASSWORD }
+            }),
+        )
+        .await;
+    assert_eq!(raw.status, StatusCode::SERVICE_UNAVAILABLE, "{}", raw.body);
+    assert_eq!(raw.code(), "SERVICE_UNAVAILABLE", "{}", raw.body);
+    let message = raw.body["errors"][0]["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("took longer than the limit of 1ms"),
+        "{message}"
+    );
+    // The process carries on.
+    let health = app
+        .client
+        .get(app.url.replace("/graphql", "/health"))
+        .send()
+        .await
+        .expect("health");
+    assert!(health.status().is_success());
+}
