@@ -6,6 +6,8 @@
 //! selected under it by how many items it can return: its `pageSize` for paged lists
 //! (default 25), a fixed weight for the others (see [`list_weight`]).
 
+use std::collections::HashMap;
+
 use async_graphql::Value as ConstValue;
 use async_graphql::parser::types::{
     DocumentOperations, ExecutableDocument, Field, Selection, SelectionSet,
@@ -149,6 +151,56 @@ fn list_weight(field: &Field, nested: bool, variables: &async_graphql::Variables
     }
 }
 
+/// Deepest nesting of brackets a document may have, counted in its text before it is parsed:
+/// parsing, validating and walking a document recurse once a level, so a document of
+/// thousands of nested `{` (or `... on Query {`, or `[`) would overflow a thread's stack.
+/// Selections nest at most `max_depth` deep, and inline fragments and argument values add a
+/// few more; 100 leaves room for any real query.
+pub const MAX_BRACKET_NESTING: usize = 100;
+
+/// The deepest nesting of `{`, `(` and `[` in a document, outside strings and comments.
+pub fn bracket_nesting(document: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let bytes = document.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'#' => {
+                // A comment runs to the end of the line.
+                while i < bytes.len() && bytes[i] != b'\n' && bytes[i] != b'\r' {
+                    i += 1;
+                }
+            }
+            b'"' if bytes[i..].starts_with(b"\"\"\"") => {
+                // A block string runs to the next """ not escaped as \""".
+                i += 3;
+                while i < bytes.len() && !bytes[i..].starts_with(b"\"\"\"") {
+                    i += if bytes[i..].starts_with(b"\\\"\"\"") {
+                        4
+                    } else {
+                        1
+                    };
+                }
+                i += 2;
+            }
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' && bytes[i] != b'\n' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'{' | b'(' | b'[' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b'}' | b')' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    deepest
+}
+
 /// Measures the operation `operation` of `doc` (the only one when None).
 pub fn measure(
     doc: &ExecutableDocument,
@@ -168,6 +220,7 @@ pub fn measure(
         variables,
         measure: Measure::default(),
         fragments: Vec::new(),
+        measured: HashMap::new(),
     };
     walker.measure.directives += op.node.directives.len();
     walker.measure.cost = walker.selection(&op.node.selection_set.node, 1);
@@ -181,6 +234,10 @@ struct Walker<'d> {
     /// Fragments being expanded, against a fragment that spreads itself (the document is not
     /// validated yet).
     fragments: Vec<&'d str>,
+    /// Each fragment's measure, taken once: a fragment spread twice in a fragment spread
+    /// twice ... would otherwise be walked an exponential number of times. Keyed by whether
+    /// it is spread at the root, where lists weigh differently.
+    measured: HashMap<(&'d str, bool), Measure>,
 }
 
 impl<'d> Walker<'d> {
@@ -204,23 +261,45 @@ impl<'d> Walker<'d> {
                 }
                 Selection::FragmentSpread(spread) => {
                     self.measure.directives += spread.node.directives.len();
-                    let name = spread.node.fragment_name.node.as_str();
-                    if self.fragments.contains(&name) {
-                        continue;
-                    }
-                    let Some(fragment) = self.doc.fragments.get(&spread.node.fragment_name.node)
+                    let Some(fragment) = self.fragment(&spread.node.fragment_name.node, depth)
                     else {
                         continue;
                     };
-                    self.fragments.push(name);
-                    let inner = self.selection(&fragment.node.selection_set.node, depth);
-                    self.fragments.pop();
-                    inner
+                    // The fragment's own measure was taken from depth 1 (root) or 2.
+                    let base = if depth > 1 { 2 } else { 1 };
+                    if fragment.depth > 0 {
+                        let deepest = depth + fragment.depth - base;
+                        self.measure.depth = self.measure.depth.max(deepest);
+                    }
+                    self.measure.aliases = self.measure.aliases.saturating_add(fragment.aliases);
+                    self.measure.directives =
+                        self.measure.directives.saturating_add(fragment.directives);
+                    fragment.cost
                 }
             };
             cost = cost.saturating_add(item_cost);
         }
         cost
+    }
+
+    /// The measure of a fragment spread at `depth`, taken once per document.
+    fn fragment(&mut self, name: &'d async_graphql::Name, depth: usize) -> Option<Measure> {
+        let key = (name.as_str(), depth > 1);
+        if let Some(known) = self.measured.get(&key) {
+            return Some(*known);
+        }
+        if self.fragments.contains(&key.0) {
+            return None;
+        }
+        let fragment = self.doc.fragments.get(name)?;
+        let outer = std::mem::take(&mut self.measure);
+        self.fragments.push(key.0);
+        let cost = self.selection(&fragment.node.selection_set.node, if key.1 { 2 } else { 1 });
+        self.fragments.pop();
+        let mut own = std::mem::replace(&mut self.measure, outer);
+        own.cost = cost;
+        self.measured.insert(key, own);
+        Some(own)
     }
 }
 
@@ -258,6 +337,34 @@ mod tests {
         assert_eq!(m.aliases, 3);
         assert_eq!(m.directives, 1);
         assert_eq!(m.cost, 6);
+    }
+
+    #[test]
+    fn counts_bracket_nesting_outside_strings_and_comments() {
+        assert_eq!(bracket_nesting("{ a(b: [1]) { c } }"), 3);
+        assert_eq!(bracket_nesting("{ a(b: \"{{{{\") # {{{{\n }"), 2);
+        assert_eq!(bracket_nesting("{ a(b: \"\"\" {{ \\\"\"\" {{ \"\"\") }"), 2);
+        assert_eq!(bracket_nesting("{ a(b: \"x\\\"{{\") }"), 2);
+        let deep = format!("{}{}", "{ ... on Query ".repeat(5000), "}".repeat(5000));
+        assert_eq!(bracket_nesting(&deep), 5000);
+    }
+
+    #[test]
+    fn fragments_spread_many_times_are_measured_once() {
+        // P0 spreads P1 twice, P1 spreads P2 twice, ...: 2^40 expansions if walked naively.
+        let mut doc = String::from("{ currentPractice { ...P0 } }");
+        for i in 0..40 {
+            doc += &format!(
+                " fragment P{i} on Practice {{ id ...P{n} ...P{n} }}",
+                n = i + 1
+            );
+        }
+        doc += " fragment P40 on Practice { name }";
+        let started = std::time::Instant::now();
+        let m = measure_of(&doc, serde_json::json!({}));
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        assert!(m.cost > 1_000_000_000, "{m:?}");
+        assert_eq!(m.depth, 2);
     }
 
     #[test]

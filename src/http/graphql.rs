@@ -310,6 +310,15 @@ pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
         };
         return too_complex(media, &exceeded, None).into_response();
     }
+    let nesting = limits::bracket_nesting(&params.query);
+    if nesting > limits::MAX_BRACKET_NESTING {
+        let exceeded = limits::Exceeded {
+            limit: "depth",
+            value: nesting as u64,
+            max: limits::MAX_BRACKET_NESTING as u64,
+        };
+        return too_complex(media, &exceeded, None).into_response();
+    }
     let mut request = params.into_request();
 
     let operation_name = request.operation_name.clone();

@@ -664,3 +664,25 @@ async fn a_request_past_its_time_limit_is_stopped_and_the_server_carries_on(
         .expect("health");
     assert!(health.status().is_success());
 }
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn thousands_of_nested_brackets_are_refused_before_parsing(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    // Found by the fuzz test: nested inline fragments add no field depth, and used to
+    // overflow the stack while the document was parsed.
+    // Each within the document size limit (32 KiB), so only the nesting can refuse it.
+    for (open, close, times) in [
+        ("{ ... on Query ", "}", 1_500),
+        ("{ a(b: ", ") }", 1_500),
+        ("[", "]", 10_000),
+    ] {
+        let query = format!("{}{}", open.repeat(times), close.repeat(times));
+        let body = app.gql(Some(&app.admin_token), &query, json!({})).await;
+        assert_eq!(error_code(&body), "QUERY_TOO_COMPLEX", "{open}");
+        assert_eq!(body["errors"][0]["extensions"]["limit"], "depth");
+    }
+    app.assert_serving().await;
+}
