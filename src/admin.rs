@@ -1,6 +1,8 @@
 //! The operator's commands, as `main.rs` exposes them on the command line: practices, staff,
 //! tokens and demo data. Each returns what the command prints; `main.rs` does the printing.
 
+use std::sync::LazyLock;
+
 use chrono::{Duration as Days, NaiveDate};
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
@@ -9,11 +11,12 @@ use thiserror::Error;
 
 use crate::auth::{self, Role, password};
 use crate::graphql::parse_permissions;
+use crate::store::audit::{Actor, Author};
 use crate::store::patients::PatientFields;
 use crate::store::practices::Practice;
 use crate::store::tokens::{Token, TokenKind};
 use crate::store::users::{NewUser, User};
-use crate::store::{Change, Store, StoreError};
+use crate::store::{Change, PracticeStore, Store, StoreError};
 use crate::text::{self, MAX_LINE_CHARS};
 
 /// Why a command failed, in one line for the operator.
@@ -29,6 +32,18 @@ type AdminResult<T> = Result<T, AdminError>;
 
 fn invalid(message: impl Into<String>) -> AdminError {
     AdminError::Invalid(message.into())
+}
+
+/// The operator, as the audit log records the command line.
+static OPERATOR: LazyLock<Actor> = LazyLock::new(Actor::operator);
+
+/// The practice's store as the operator writes to it with `command`: every write is recorded
+/// in the audit log as the command line's.
+fn as_operator<'a>(store: &'a Store, practice_id: &'a str, command: &'a str) -> PracticeStore<'a> {
+    store.practice(practice_id).by(Author {
+        actor: &OPERATOR,
+        operation: Some(command),
+    })
 }
 
 /// The practice named by `--practice`, or the default practice (made on first use).
@@ -78,8 +93,7 @@ pub async fn create_user(store: &Store, practice_id: &str, new: NewStaff<'_>) ->
         .await
         .map_err(|e| invalid(e.to_string()))?
         .map_err(invalid)?;
-    let user = store
-        .practice(practice_id)
+    let user = as_operator(store, practice_id, "user create")
         .create_user(NewUser {
             email: &email,
             password_hash: &hash,
@@ -118,7 +132,8 @@ pub async fn create_token(
                 })
         })
         .transpose()?;
-    auth::issue_api_token(store, practice_id, name, &permissions, expires_at)
+    let practice = as_operator(store, practice_id, "token create");
+    auth::issue_api_token(practice, name, &permissions, expires_at)
         .await?
         .map_err(invalid)
 }
@@ -134,8 +149,7 @@ pub async fn revoke_token(store: &Store, id: &str) -> AdminResult<Token> {
         .find_token_practice(id)
         .await?
         .ok_or_else(|| invalid(format!("no API token with id {id}")))?;
-    store
-        .practice(&practice_id)
+    as_operator(store, &practice_id, "token revoke")
         .revoke_token(id, TokenKind::Api)
         .await?
         .ok_or_else(|| invalid(format!("no API token with id {id}")))
@@ -186,7 +200,7 @@ const LABELS: &[(&str, &str)] = &[
 /// `demo [--patients N]`: fills a practice with realistic demo data: labels, staff and
 /// patients (deterministic, so that two runs make the same people with new ids).
 pub async fn demo(store: &Store, practice_id: &str, patients: usize) -> AdminResult<DemoSummary> {
-    let practice = store.practice(practice_id);
+    let practice = as_operator(store, practice_id, "demo");
     let mut label_ids = Vec::new();
     for (title, color) in LABELS {
         // A title taken by an earlier demo run is skipped.
@@ -297,7 +311,7 @@ async fn demo_bookings(
 ) -> AdminResult<usize> {
     use chrono::{Datelike, Utc, Weekday};
 
-    let practice = store.practice(practice_id);
+    let practice = as_operator(store, practice_id, "demo");
     for (name, city) in LOCATIONS {
         practice
             .create_location(crate::store::locations::Location {

@@ -10,28 +10,22 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use crate::store::audit::{Actor, ActorKind, Author, Event};
 use crate::store::tokens::{NewToken, Token, TokenKind};
 use crate::store::users::User;
-use crate::store::{Store, StoreError, now_ms};
+use crate::store::{PracticeStore, Store, StoreError, now_ms};
 pub use permissions::{Access, OperationKind, Permission, Permissions, Resource, Role};
 
 /// How often a token's `last_used_at` is written at most: once a minute is precise enough to
 /// tell a live token from a forgotten one, and spares a write on every request.
 const LAST_USED_PRECISION_MS: i64 = 60_000;
 
-/// Who made a request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Actor {
-    /// A staff user, through a token from signIn.
-    User { id: String },
-    /// An API token.
-    Token { id: String, name: String },
-}
-
 /// An authenticated caller: its practice, who it is and what it may do.
 #[derive(Clone, Debug)]
 pub struct Principal {
     pub practice_id: String,
+    /// Who is calling, as the audit log records it: the staff user of a sign-in token, or the
+    /// API token itself.
     pub actor: Actor,
     pub permissions: Permissions,
     /// The token the request came with.
@@ -43,10 +37,7 @@ pub struct Principal {
 impl Principal {
     /// The staff user behind a sign-in token; None for an API token.
     pub fn user_id(&self) -> Option<&str> {
-        match &self.actor {
-            Actor::User { id } => Some(id),
-            Actor::Token { .. } => None,
-        }
+        (self.actor.kind == ActorKind::User).then_some(self.actor.id.as_str())
     }
 }
 
@@ -90,7 +81,12 @@ pub async fn authenticate(store: &Store, secret: &str) -> Result<Principal, Auth
             .and_then(|r| r.parse().ok())
             .ok_or(AuthError::Invalid)?;
         let id = token.user_id.clone().ok_or(AuthError::Invalid)?;
-        (Actor::User { id }, role.permissions())
+        let actor = Actor {
+            kind: ActorKind::User,
+            id,
+            name: grant.user_name,
+        };
+        (actor, role.permissions())
     } else {
         // Stored lists were checked when the token was made; anything unreadable grants nothing.
         let permissions = Permissions::new(
@@ -101,9 +97,10 @@ pub async fn authenticate(store: &Store, secret: &str) -> Result<Principal, Auth
                 .collect(),
         );
         (
-            Actor::Token {
+            Actor {
+                kind: ActorKind::Token,
                 id: token.id.clone(),
-                name: token.name.clone(),
+                name: Some(token.name.clone()),
             },
             permissions,
         )
@@ -189,12 +186,39 @@ pub async fn sign_in(
     .map_err(|e| SignInError::Internal(e.to_string()))?;
     let credentials = match credentials {
         Some(c) if matches => c,
-        _ => return Err(SignInError::Incorrect),
+        Some(c) => {
+            // A failed attempt on a real account is worth knowing about. It is recorded in
+            // the background, so that the answer takes as long as for an unknown email (for
+            // which there is no practice to record it in) and tells nothing.
+            let store = store.clone();
+            tokio::spawn(async move {
+                let actor = user_actor(&c.user);
+                let author = Author {
+                    actor: &actor,
+                    operation: Some("signIn"),
+                };
+                let recorded = store
+                    .practice(&c.practice_id)
+                    .by(author)
+                    .record(Event::of("sign_in_failed", "user", &c.user.id))
+                    .await;
+                if let Err(error) = recorded {
+                    tracing::warn!(%error, "could not record a failed sign-in");
+                }
+            });
+            return Err(SignInError::Incorrect);
+        }
+        None => return Err(SignInError::Incorrect),
     };
     let expires_at = now_ms().saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX));
     let made = secret::new_secret(&credentials.practice_id);
+    let actor = user_actor(&credentials.user);
     store
         .practice(&credentials.practice_id)
+        .by(Author {
+            actor: &actor,
+            operation: Some("signIn"),
+        })
         .create_token(NewToken {
             kind: TokenKind::User,
             name: &format!("sign-in of {}", credentials.user.email),
@@ -211,14 +235,23 @@ pub async fn sign_in(
     })
 }
 
+/// A staff user as the audit log records them.
+fn user_actor(user: &User) -> Actor {
+    Actor {
+        kind: ActorKind::User,
+        id: user.id.clone(),
+        name: Some(user.full_name()),
+    }
+}
+
 /// Longest name of an API token.
 pub const MAX_TOKEN_NAME_CHARS: usize = 100;
 
-/// Makes an API token and returns it with its secret, which is shown this once. `name` must
-/// be 1 to 100 characters; `expires_at` (milliseconds) must be in the future.
+/// Makes an API token in `practice`, as its author, and returns it with its secret, which is
+/// shown this once. `name` must be 1 to 100 characters; `expires_at` (milliseconds) must be in
+/// the future.
 pub async fn issue_api_token(
-    store: &Store,
-    practice_id: &str,
+    practice: PracticeStore<'_>,
     name: &str,
     permissions: &Permissions,
     expires_at: Option<i64>,
@@ -241,10 +274,9 @@ pub async fn issue_api_token(
     if expires_at.is_some_and(|at| at <= now_ms()) {
         return Ok(Err("expiresAt must be in the future".into()));
     }
-    let made = secret::new_secret(practice_id);
+    let made = secret::new_secret(practice.practice_id());
     let list: Vec<String> = permissions.iter().map(ToString::to_string).collect();
-    let token = store
-        .practice(practice_id)
+    let token = practice
         .create_token(NewToken {
             kind: TokenKind::Api,
             name,

@@ -5,6 +5,8 @@ use async_graphql::{Context, Result};
 
 use super::error::{code, coded, forbidden};
 use crate::auth::{Access, OperationKind, Principal, Resource};
+use crate::store::PracticeStore;
+use crate::store::audit::Author;
 
 /// What a root operation needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,6 +44,7 @@ pub const OPERATIONS: &[(OperationKind, &str, Guard)] = {
         (Query, "currentUser", Token),
         (Query, "currentPractice", Token),
         (Query, "apiTokens", Settings),
+        (Query, "auditEvents", Settings),
         (Mutation, "signIn", Public),
         (Mutation, "signOut", Token),
         (Mutation, "createPatient", r(Patients, Write)),
@@ -116,6 +119,24 @@ pub fn authorize<'c>(ctx: &Context<'c>, kind: OperationKind) -> Result<&'c Princ
         ),
         _ => forbidden("settings", &alternative),
     })
+}
+
+/// Checks that the caller may run this mutation, and returns the store as the caller writes
+/// to it (see [`writer`]).
+pub fn authorize_write<'c>(ctx: &Context<'c>) -> Result<PracticeStore<'c>> {
+    let principal = authorize(ctx, OperationKind::Mutation)?;
+    Ok(writer(ctx, principal))
+}
+
+/// The caller's practice, as the caller writes to it through this root field: every write is
+/// recorded in the audit log under the caller and the field's name.
+pub fn writer<'c>(ctx: &Context<'c>, principal: &'c Principal) -> PracticeStore<'c> {
+    super::store(ctx)
+        .practice(&principal.practice_id)
+        .by(Author {
+            actor: &principal.actor,
+            operation: Some(ctx.item.node.name.node.as_str()),
+        })
 }
 
 /// Checks that the caller may read (or write) a resource reached through a field. A

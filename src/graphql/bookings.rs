@@ -3,7 +3,8 @@
 
 use async_graphql::{Context, ID, InputObject, MaybeUndefined, Object, Result, SimpleObject};
 
-use super::access::{authorize, require};
+use super::access::{authorize, authorize_write, require};
+use super::audit::note_read;
 use super::error::{OrFail, bad_input};
 use super::input::{MAX_TEXT_CHARS, optional_text};
 use super::loaders::{self, load_one};
@@ -27,6 +28,15 @@ const MAX_SPAN_DAYS: i64 = 366;
 const MAX_PATIENT_BOOKINGS: u32 = 500;
 
 pub struct Booking(pub stored::Booking);
+
+impl Booking {
+    /// A booking a query hands out, noted for the audit log under its patient.
+    pub fn read(ctx: &Context<'_>, booking: stored::Booking) -> Booking {
+        let patient_id = Some(booking.fields.patient_id.as_str());
+        note_read(ctx, "booking", &booking.id, patient_id);
+        Booking(booking)
+    }
+}
 
 /// A booking: a patient seeing a doctor at a time. Reading it needs `bookings:read`; its
 /// patient needs `patients:read` too, and its doctor `users:read`.
@@ -73,7 +83,7 @@ impl Booking {
     async fn patient(&self, ctx: &Context<'_>) -> Result<Option<Patient>> {
         require(ctx, Resource::Patients, Access::Read)?;
         let found = load_one::<loaders::Patients>(ctx, &self.0.fields.patient_id).await?;
-        Ok(found.map(Patient))
+        Ok(found.map(|p| Patient::read(ctx, p)))
     }
     /// The doctor. Needs `users:read`.
     async fn doctor(&self, ctx: &Context<'_>) -> Result<Option<User>> {
@@ -143,7 +153,7 @@ impl BookingData {
         prime_relations(ctx, ctx.look_ahead().field("data"), &page.items).await?;
         Ok(Some(BookingData {
             page_info: Some(PageInfo::of(request, &page)),
-            data: items(page.items, Booking),
+            data: items(page.items, |b| Booking::read(ctx, b)),
         }))
     }
 }
@@ -309,7 +319,7 @@ pub async fn of_patient(
         .list_bookings(&filter, page)
         .await
         .or_fail()?;
-    Ok(items(found.items, Booking))
+    Ok(items(found.items, |b| Booking::read(ctx, b)))
 }
 
 /// A doctor's bookings over a span of days, paged, for `User.bookings`.
@@ -347,7 +357,7 @@ impl BookingQueries {
             .find_booking(&id)
             .await
             .or_fail()?;
-        Ok(found.map(Booking))
+        Ok(found.map(|b| Booking::read(ctx, b)))
     }
 
     /// A page of bookings, by start time. Cancelled bookings are left out unless
@@ -392,8 +402,7 @@ impl BookingMutations {
         ctx: &Context<'_>,
         #[graphql(desc = "The booking.")] booking_data: BookingDataInput,
     ) -> Result<Option<ResponsePayload<Booking>>> {
-        let principal = authorize(ctx, OperationKind::Mutation)?;
-        let practice = store(ctx).practice(&principal.practice_id);
+        let practice = authorize_write(ctx)?;
         let required = |value: Option<ID>, field: &str| {
             value
                 .map(|id| id.0)
@@ -449,16 +458,15 @@ impl BookingMutations {
         #[graphql(desc = "The changes; omitted fields are left as they are.")]
         booking_data: BookingUpdateDataInput,
     ) -> Result<Option<ResponsePayload<Booking>>> {
-        let principal = authorize(ctx, OperationKind::Mutation)?;
+        let practice = authorize_write(ctx)?;
         let new_comments = match booking_data.comments {
             MaybeUndefined::Undefined => None,
             MaybeUndefined::Null => Some(None),
             MaybeUndefined::Value(text) => Some(comments(Some(text))?),
         };
         let mut times_ok = Ok(());
-        let change = store(ctx)
-            .practice(&principal.practice_id)
-            .modify_booking(&id, |b| {
+        let change = practice
+            .modify_booking(&id, "update", |b| {
                 refuse_if_cancelled(b)?;
                 let f = &mut b.fields;
                 if let Some(patient) = booking_data.patient {
@@ -508,12 +516,11 @@ impl BookingMutations {
         #[graphql(desc = "Accepted for compatibility; practice-api sends no messages.")]
         notify_practice: Option<bool>,
     ) -> Result<Option<ResponsePayload<Booking>>> {
-        let principal = authorize(ctx, OperationKind::Mutation)?;
+        let practice = authorize_write(ctx)?;
         let _ = (send_cancellation_messages, notify_practice);
         let reason = optional_text("cancellationReason", cancellation_reason, MAX_TEXT_CHARS)?;
-        let change = store(ctx)
-            .practice(&principal.practice_id)
-            .modify_booking(&id, |b| {
+        let change = practice
+            .modify_booking(&id, "delete", |b| {
                 if b.cancelled_at.is_some() {
                     return Err("This booking is already cancelled".into());
                 }

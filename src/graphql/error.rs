@@ -14,6 +14,8 @@ pub mod code {
     pub const GRAPHQL_VALIDATION_FAILED: &str = "GRAPHQL_VALIDATION_FAILED";
     pub const QUERY_TOO_COMPLEX: &str = "QUERY_TOO_COMPLEX";
     pub const RATE_LIMITED: &str = "RATE_LIMITED";
+    pub const IDEMPOTENCY_KEY_IN_USE: &str = "IDEMPOTENCY_KEY_IN_USE";
+    pub const IDEMPOTENCY_KEY_REUSED: &str = "IDEMPOTENCY_KEY_REUSED";
     pub const BAD_REQUEST: &str = "BAD_REQUEST";
     pub const SERVICE_UNAVAILABLE: &str = "SERVICE_UNAVAILABLE";
     pub const INTERNAL_SERVER_ERROR: &str = "INTERNAL_SERVER_ERROR";

@@ -2,7 +2,7 @@
 
 use async_graphql::{Context, ID, Object, Result, SimpleObject};
 
-use super::access::authorize;
+use super::access::{authorize, authorize_write};
 use super::error::{OrFail, bad_input};
 use super::input::{MAX_LINE_CHARS, optional_text, required_text};
 use super::pagination::{PageInfo, Pagination, items};
@@ -100,11 +100,10 @@ impl LabelMutations {
         title: String,
         #[graphql(desc = "A hex colour such as #e11d48.")] color: Option<String>,
     ) -> Result<Option<ResponsePayload<Label>>> {
-        let principal = authorize(ctx, OperationKind::Mutation)?;
+        let practice = authorize_write(ctx)?;
         let title = required_text("title", title, MAX_LINE_CHARS)?;
         let color = self::color(color)?;
-        let change = store(ctx)
-            .practice(&principal.practice_id)
+        let change = practice
             .create_label(&title, color.as_deref())
             .await
             .or_fail()?;
@@ -120,14 +119,13 @@ impl LabelMutations {
         #[graphql(desc = "A new title; omitted leaves it.")] title: Option<String>,
         #[graphql(desc = "A new colour; omitted leaves it.")] color: Option<String>,
     ) -> Result<Option<ResponsePayload<Label>>> {
-        let principal = authorize(ctx, OperationKind::Mutation)?;
+        let practice = authorize_write(ctx)?;
         let title = match title {
             Some(t) => Some(required_text("title", t, MAX_LINE_CHARS)?),
             None => None,
         };
         let color = self::color(color)?;
-        let change = store(ctx)
-            .practice(&principal.practice_id)
+        let change = practice
             .update_label(&id, title.as_deref(), color.as_deref())
             .await
             .or_fail()?;
@@ -141,12 +139,8 @@ impl LabelMutations {
         ctx: &Context<'_>,
         #[graphql(desc = "The label's id.")] id: ID,
     ) -> Result<Option<ResponsePayload<Label>>> {
-        let principal = authorize(ctx, OperationKind::Mutation)?;
-        let deleted = store(ctx)
-            .practice(&principal.practice_id)
-            .delete_label(&id)
-            .await
-            .or_fail()?;
+        let practice = authorize_write(ctx)?;
+        let deleted = practice.delete_label(&id).await.or_fail()?;
         Ok(respond(&id, deleted.map_or(Change::NotFound, Change::Done)))
     }
 }

@@ -2,7 +2,7 @@
 
 use async_graphql::{Context, ID, InputObject, Object, Result, SimpleObject};
 
-use super::access::authorize;
+use super::access::{authorize, authorize_write};
 use super::error::{OrFail, bad_input};
 use super::input::{MAX_LINE_CHARS, optional_text, required_text};
 use super::pagination::items;
@@ -124,7 +124,7 @@ impl LocationMutations {
         name: String,
         #[graphql(desc = "The postal address.")] address: Option<AddressInput>,
     ) -> Result<Option<ResponsePayload<Location>>> {
-        let principal = authorize(ctx, OperationKind::Mutation)?;
+        let practice = authorize_write(ctx)?;
         let name = required_text("name", name, MAX_LINE_CHARS)?;
         let a = address.unwrap_or_default();
         let line = |field: &str, v| optional_text(&format!("address.{field}"), v, MAX_LINE_CHARS);
@@ -136,11 +136,7 @@ impl LocationMutations {
             postcode: line("postcode", a.postcode)?,
             country: line("country", a.country)?,
         };
-        let made = store(ctx)
-            .practice(&principal.practice_id)
-            .create_location(new)
-            .await
-            .or_fail()?;
+        let made = practice.create_location(new).await.or_fail()?;
         Ok(ResponsePayload::of(made, "location", "", Location::from))
     }
 
@@ -153,7 +149,7 @@ impl LocationMutations {
         #[graphql(desc = "How long it takes, in minutes: 1 to 1440.")] duration: i32,
         #[graphql(desc = "Its price; not negative.")] price: Option<f64>,
     ) -> Result<Option<ResponsePayload<Appointment>>> {
-        let principal = authorize(ctx, OperationKind::Mutation)?;
+        let practice = authorize_write(ctx)?;
         let title = required_text("title", title, MAX_LINE_CHARS)?;
         if !(1..=MAX_DURATION_MINUTES).contains(&duration) {
             return Err(bad_input(format!(
@@ -165,8 +161,7 @@ impl LocationMutations {
         {
             return Err(bad_input(format!("price must not be negative, got {p}")));
         }
-        let made = store(ctx)
-            .practice(&principal.practice_id)
+        let made = practice
             .create_appointment_type(&title, i64::from(duration), price)
             .await
             .or_fail()?;

@@ -2,6 +2,7 @@
 //! Resolvers check permissions (see `access`) and call the store; they write no SQL.
 
 pub mod access;
+pub mod audit;
 mod bookings;
 pub mod error;
 mod input;
@@ -19,8 +20,10 @@ mod users;
 
 use std::time::Duration;
 
+use async_graphql::Positioned;
 use async_graphql::parser::types::{
-    DocumentOperations, ExecutableDocument, OperationType, Selection, SelectionSet,
+    DocumentOperations, ExecutableDocument, Field, OperationDefinition, OperationType, Selection,
+    SelectionSet,
 };
 use async_graphql::{Context, EmptySubscription, MergedObject, Schema};
 
@@ -37,6 +40,7 @@ pub struct Query(
     labels::LabelQueries,
     users::UserQueries,
     tokens::TokenQueries,
+    audit::AuditQueries,
 );
 
 /// Every mutation of the API.
@@ -118,18 +122,26 @@ pub struct OperationShape {
     pub sign_ins: usize,
 }
 
+/// The operation a request would run: the one named, or the document's only one.
+pub fn find_operation<'d>(
+    doc: &'d ExecutableDocument,
+    operation_name: Option<&str>,
+) -> Option<&'d Positioned<OperationDefinition>> {
+    match (&doc.operations, operation_name) {
+        (DocumentOperations::Single(op), _) => Some(op),
+        (DocumentOperations::Multiple(ops), Some(name)) => ops.get(name),
+        (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => ops.values().next(),
+        (DocumentOperations::Multiple(_), None) => None,
+    }
+}
+
 /// Finds the operation a request would run. None when the document has no operation of that
 /// name (execution will report it).
 pub fn operation_shape(
     doc: &ExecutableDocument,
     operation_name: Option<&str>,
 ) -> Option<OperationShape> {
-    let operation = match (&doc.operations, operation_name) {
-        (DocumentOperations::Single(op), _) => op,
-        (DocumentOperations::Multiple(ops), Some(name)) => ops.get(name)?,
-        (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => ops.values().next()?,
-        (DocumentOperations::Multiple(_), None) => return None,
-    };
+    let operation = find_operation(doc, operation_name)?;
     let kind = match operation.node.ty {
         OperationType::Query => OperationKind::Query,
         OperationType::Mutation => OperationKind::Mutation,
@@ -143,11 +155,12 @@ pub fn operation_shape(
             // Fragments could hide other fields: they need a token.
             _ => false,
         });
-    let sign_ins = if kind == OperationKind::Mutation {
-        count_sign_ins(&operation.node.selection_set.node, doc, &mut Vec::new())
-    } else {
-        0
-    };
+    let mut sign_ins = 0;
+    if kind == OperationKind::Mutation {
+        for_each_root_field(&operation.node.selection_set.node, doc, &mut |field| {
+            sign_ins += usize::from(field.name.node == "signIn");
+        });
+    }
     Some(OperationShape {
         kind,
         sign_in_only,
@@ -155,33 +168,39 @@ pub fn operation_shape(
     })
 }
 
-/// Counts root signIn fields in a mutation's selection, following fragments once each (the
-/// document is not validated yet, so a fragment may even spread itself).
-fn count_sign_ins<'d>(
+/// Calls `visit` with each root field of a selection, through fragments, each fragment once
+/// (the document may not be validated yet, so a fragment may even spread itself).
+pub fn for_each_root_field<'d>(
     selection: &'d SelectionSet,
     doc: &'d ExecutableDocument,
-    seen: &mut Vec<&'d str>,
-) -> usize {
-    selection
-        .items
-        .iter()
-        .map(|item| match &item.node {
-            Selection::Field(field) => usize::from(field.node.name.node == "signIn"),
-            Selection::InlineFragment(inline) => {
-                count_sign_ins(&inline.node.selection_set.node, doc, seen)
-            }
-            Selection::FragmentSpread(spread) => {
-                let name = spread.node.fragment_name.node.as_str();
-                if seen.contains(&name) {
-                    return 0;
+    visit: &mut impl FnMut(&'d Field),
+) {
+    fn walk<'d>(
+        selection: &'d SelectionSet,
+        doc: &'d ExecutableDocument,
+        seen: &mut Vec<&'d str>,
+        visit: &mut impl FnMut(&'d Field),
+    ) {
+        for item in &selection.items {
+            match &item.node {
+                Selection::Field(field) => visit(&field.node),
+                Selection::InlineFragment(inline) => {
+                    walk(&inline.node.selection_set.node, doc, seen, visit);
                 }
-                seen.push(name);
-                doc.fragments
-                    .get(&spread.node.fragment_name.node)
-                    .map_or(0, |f| count_sign_ins(&f.node.selection_set.node, doc, seen))
+                Selection::FragmentSpread(spread) => {
+                    let name = spread.node.fragment_name.node.as_str();
+                    if seen.contains(&name) {
+                        continue;
+                    }
+                    seen.push(name);
+                    if let Some(fragment) = doc.fragments.get(&spread.node.fragment_name.node) {
+                        walk(&fragment.node.selection_set.node, doc, seen, visit);
+                    }
+                }
             }
-        })
-        .sum()
+        }
+    }
+    walk(selection, doc, &mut Vec::new(), visit);
 }
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 
 use async_graphql::{Context, ID, InputObject, MaybeUndefined, Object, Result, SimpleObject};
 
-use super::access::authorize;
+use super::access::{authorize, authorize_write};
+use super::audit::note_read;
 use super::error::{OrFail, bad_input};
 use super::input::{MAX_LINE_CHARS, MAX_TEXT_CHARS, email, optional_text, patch, required_text};
 use super::loaders::{self, load_one};
@@ -11,11 +12,11 @@ use super::pagination::{PageInfo, Pagination, items};
 use super::payload::ResponsePayload;
 use super::scalars::{Date, DateTime};
 use super::store;
-use crate::auth::{OperationKind, Principal};
+use crate::auth::OperationKind;
+use crate::store::now_ms;
 use crate::store::patients::{
     self as stored, Modification, PatientChange, PatientFields, PatientFilter,
 };
-use crate::store::{Store, now_ms};
 
 /// Longest search string.
 const MAX_SEARCH_CHARS: usize = 100;
@@ -56,6 +57,14 @@ pub struct PatientLabel {
     pub text: Option<String>,
     /// The label's colour, e.g. "#e11d48".
     pub color: Option<String>,
+}
+
+impl Patient {
+    /// A patient a query hands out, noted for the audit log.
+    pub fn read(ctx: &Context<'_>, patient: stored::Patient) -> Patient {
+        note_read(ctx, "patient", &patient.id, Some(&patient.id));
+        Patient(patient)
+    }
 }
 
 /// A patient of the practice. Reading any of it needs `patients:read` (or the operation's own
@@ -467,7 +476,7 @@ impl PatientQueries {
             .find_patient(&id)
             .await
             .or_fail()?;
-        Ok(found.map(Patient))
+        Ok(found.map(|p| Patient::read(ctx, p)))
     }
 
     /// A page of patients, by last name then first name. Archived and deleted patients are
@@ -506,7 +515,7 @@ impl PatientQueries {
         }
         Ok(Some(PatientData {
             page_info: Some(PageInfo::of(page, &result)),
-            data: items(result.items, Patient),
+            data: items(result.items, |p| Patient::read(ctx, p)),
         }))
     }
 }
@@ -514,24 +523,18 @@ impl PatientQueries {
 #[derive(Default)]
 pub struct PatientMutations;
 
-/// The practice's store for the caller of a patient mutation, after the permission check.
-fn authorized<'c>(ctx: &Context<'c>) -> Result<(&'c Principal, &'c Store)> {
-    let principal = authorize(ctx, OperationKind::Mutation)?;
-    Ok((principal, store(ctx)))
-}
-
-/// Changes a patient for a caller already authorized: refuses a deleted patient, applies
-/// `change` under the patient's row lock, and wraps the outcome in the envelope.
+/// Changes a patient, if the caller may: refuses a deleted patient, applies `change` under
+/// the patient's row lock, records `action` in the audit log, and wraps the outcome in the
+/// envelope.
 async fn change_patient(
     ctx: &Context<'_>,
     id: &str,
+    action: &'static str,
     labels: Option<&[String]>,
     change: impl FnOnce(&mut stored::Patient) -> Modification,
 ) -> Result<Option<ResponsePayload<Patient>>> {
-    let principal = super::access::principal(ctx)?;
-    let outcome = store(ctx)
-        .practice(&principal.practice_id)
-        .modify_patient(id, labels, |p| {
+    let outcome = authorize_write(ctx)?
+        .modify_patient(id, action, labels, |p| {
             refuse_if_deleted(p)?;
             change(p)
         })
@@ -548,13 +551,9 @@ impl PatientMutations {
         ctx: &Context<'_>,
         #[graphql(desc = "The new patient's data.")] patient_data: CreatePatientDataInput,
     ) -> Result<Option<ResponsePayload<Patient>>> {
-        let (principal, store) = authorized(ctx)?;
+        let practice = authorize_write(ctx)?;
         let (fields, labels) = patient_data.into_fields()?;
-        let change = store
-            .practice(&principal.practice_id)
-            .create_patient(fields, &labels)
-            .await
-            .or_fail()?;
+        let change = practice.create_patient(fields, &labels).await.or_fail()?;
         Ok(respond("", change))
     }
 
@@ -569,7 +568,7 @@ impl PatientMutations {
         authorize(ctx, OperationKind::Mutation)?;
         let labels = patient_data.labels.clone().map(label_ids);
         let patch = patient_data.into_patch()?;
-        change_patient(ctx, &id, labels.as_deref(), |p| {
+        change_patient(ctx, &id, "update", labels.as_deref(), |p| {
             patch.apply(&mut p.fields);
             Ok(())
         })
@@ -583,8 +582,7 @@ impl PatientMutations {
         ctx: &Context<'_>,
         #[graphql(desc = "The patient's id.")] id: ID,
     ) -> Result<Option<ResponsePayload<Patient>>> {
-        authorize(ctx, OperationKind::Mutation)?;
-        change_patient(ctx, &id, None, |p| {
+        change_patient(ctx, &id, "delete", None, |p| {
             p.deleted_at = Some(now_ms());
             Ok(())
         })
@@ -603,7 +601,7 @@ impl PatientMutations {
         authorize(ctx, OperationKind::Mutation)?;
         let reason = optional_text("reason", reason, MAX_LINE_CHARS)?;
         let comments = optional_text("comments", comments, MAX_TEXT_CHARS)?;
-        change_patient(ctx, &id, None, |p| {
+        change_patient(ctx, &id, "archive", None, |p| {
             if p.archived_at.is_some() {
                 return Err("This patient is already archived".into());
             }
@@ -621,8 +619,7 @@ impl PatientMutations {
         ctx: &Context<'_>,
         #[graphql(desc = "The patient's id.")] id: ID,
     ) -> Result<Option<ResponsePayload<Patient>>> {
-        authorize(ctx, OperationKind::Mutation)?;
-        change_patient(ctx, &id, None, |p| {
+        change_patient(ctx, &id, "unarchive", None, |p| {
             if p.archived_at.is_none() {
                 return Err("This patient is not archived".into());
             }
@@ -643,9 +640,7 @@ impl PatientMutations {
         #[graphql(desc = "The patient's id.")] patient_id: ID,
         #[graphql(desc = "The label's id in the catalogue (Label.id).")] label_reference_id: ID,
     ) -> Result<Option<ResponsePayload<Patient>>> {
-        let (principal, store) = authorized(ctx)?;
-        let change = store
-            .practice(&principal.practice_id)
+        let change = authorize_write(ctx)?
             .add_patient_label(&patient_id, &label_reference_id)
             .await
             .or_fail()?;
@@ -663,9 +658,7 @@ impl PatientMutations {
         )]
         label_id: ID,
     ) -> Result<Option<ResponsePayload<Patient>>> {
-        let (principal, store) = authorized(ctx)?;
-        let change = store
-            .practice(&principal.practice_id)
+        let change = authorize_write(ctx)?
             .remove_patient_label(&patient_id, &label_id)
             .await
             .or_fail()?;

@@ -2,7 +2,7 @@
 
 use async_graphql::{Context, ID, Object, Result, SimpleObject};
 
-use super::access::{authorize, check_operation_exists};
+use super::access::{authorize, authorize_write, check_operation_exists, writer};
 use super::error::{OrFail, bad_input};
 use super::pagination::items;
 use super::scalars::DateTime;
@@ -126,15 +126,9 @@ impl TokenMutations {
                 DateTime::from_ms(limit).0.to_rfc3339()
             )));
         }
-        let issued = auth::issue_api_token(
-            store(ctx),
-            &principal.practice_id,
-            &name,
-            &permissions,
-            expires_at,
-        )
-        .await
-        .or_fail()?;
+        let issued = auth::issue_api_token(writer(ctx, principal), &name, &permissions, expires_at)
+            .await
+            .or_fail()?;
         match issued {
             Ok((token, secret)) => Ok(Some(ApiTokenPayload {
                 data: Some(ApiToken(token)),
@@ -152,9 +146,7 @@ impl TokenMutations {
         ctx: &Context<'_>,
         #[graphql(desc = "The token's id (ApiToken.id), not its secret.")] id: ID,
     ) -> Result<Option<ApiTokenPayload>> {
-        let principal = authorize(ctx, OperationKind::Mutation)?;
-        let revoked = store(ctx)
-            .practice(&principal.practice_id)
+        let revoked = authorize_write(ctx)?
             .revoke_token(&id, TokenKind::Api)
             .await
             .or_fail()?;

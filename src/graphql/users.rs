@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use async_graphql::{Context, ErrorExtensions, ID, Object, Result, SimpleObject};
 
-use super::access::authorize;
+use super::access::{authorize, writer};
 use super::error::{OrFail, bad_input, code, coded, internal, store_failed};
 use super::pagination::{PageInfo, Pagination, items};
 use super::scalars::{Date, DateTime};
@@ -226,8 +226,7 @@ impl SessionMutations {
                 "signOut ends a signed-in session; an API token is revoked with revokeApiToken",
             ));
         }
-        let revoked = store(ctx)
-            .practice(&principal.practice_id)
+        let revoked = writer(ctx, principal)
             .revoke_token(&principal.token_id, TokenKind::User)
             .await
             .or_fail()?;

@@ -19,14 +19,18 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use axum::extract::ConnectInfo;
 
+use super::idempotency;
 use super::rate_limit::Decision;
 use super::{AppState, RequestId};
 use crate::auth::{self, AuthError, OperationKind};
+use crate::graphql::audit::ReadLog;
 use crate::graphql::error::code;
 use crate::graphql::{self, limits, operation_shape};
+use crate::store::audit::Reads;
 
 /// The media types a GraphQL response can take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -319,6 +323,17 @@ pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
         };
         return too_complex(media, &exceeded, None).into_response();
     }
+    let idempotency_key = match idempotency::key_of(&parts.headers) {
+        Ok(key) => key,
+        Err(message) => return bad_request(&message),
+    };
+    let request_hash = idempotency_key.as_ref().map(|_| {
+        idempotency::request_hash(
+            &params.query,
+            params.operation_name.as_deref(),
+            params.variables.as_ref(),
+        )
+    });
     let mut request = params.into_request();
 
     let operation_name = request.operation_name.clone();
@@ -381,13 +396,7 @@ pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
             Ok(principal) => Some(principal),
             Err(AuthError::Store(err)) => {
                 tracing::warn!(error = %err, "could not check a token");
-                return Reply::request_error(
-                    media,
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    code::SERVICE_UNAVAILABLE,
-                    "The database is unavailable; try again shortly",
-                )
-                .into_response();
+                return unavailable(media);
             }
             Err(err) => {
                 return Reply::graphql_error(
@@ -426,22 +435,102 @@ pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
         return response;
     }
 
+    // A mutation with an Idempotency-Key runs once; a retry gets the first response.
+    let mut held_key = None;
+    if let (Some(key), Some(hash), Some(principal), Some(s)) =
+        (idempotency_key, request_hash, &principal, shape)
+        && s.kind == OperationKind::Mutation
+    {
+        let claimed =
+            idempotency::claim(&app.store, principal, key, hash, app.request_timeout * 2).await;
+        let mut response = match claimed {
+            Ok(Ok(idempotency::Outcome::Run(held))) => {
+                held_key = Some(held);
+                None
+            }
+            Ok(Ok(idempotency::Outcome::Answer(response))) => Some(response),
+            Ok(Err((status, code, message))) => {
+                let mut refused =
+                    Reply::request_error(media, status, code, &message).into_response();
+                if status == StatusCode::CONFLICT {
+                    refused
+                        .headers_mut()
+                        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                }
+                Some(refused)
+            }
+            Err(error) => {
+                tracing::warn!(%error, "could not claim an idempotency key");
+                Some(unavailable(media))
+            }
+        };
+        if let Some(response) = response.as_mut() {
+            app.rate_limits.headers(decision, response.headers_mut());
+        }
+        if let Some(response) = response {
+            return response;
+        }
+    }
+
     let address = parts
         .extensions
         .get::<ConnectInfo<SocketAddr>>()
         .map(|ConnectInfo(addr)| addr.ip());
-    let request = request.data(graphql::ClientAddress(address));
+    let mut request = request.data(graphql::ClientAddress(address));
+    // A query's reads of patient data are recorded before its data leaves.
+    let reads = match (&principal, shape) {
+        (Some(principal), Some(s)) if s.kind == OperationKind::Query => {
+            let log = Arc::new(ReadLog::new(&doc, operation_name.as_deref()));
+            request = request.data(log.clone());
+            Some((log, principal.practice_id.clone(), principal.actor.clone()))
+        }
+        _ => None,
+    };
     let request = graphql::for_caller(request, &app.store, principal, shape.map(|s| s.kind));
     let response = app.schema.execute(request).await;
+    if let Some((log, practice_id, actor)) = reads {
+        let reads = Reads {
+            practice_id,
+            actor,
+            reads: log.take(),
+        };
+        if !app.read_audit.record(reads).await {
+            let mut response = Reply::request_error(
+                media,
+                StatusCode::SERVICE_UNAVAILABLE,
+                code::SERVICE_UNAVAILABLE,
+                "The audit log could not be written, so the data read is withheld; try again \
+                 shortly",
+            )
+            .into_response();
+            app.rate_limits.headers(decision, response.headers_mut());
+            return response;
+        }
+    }
     let request_id = parts.extensions.get::<RequestId>().map(|id| id.0.as_str());
     let mut reply = finish(media, response, request_id);
     if let Some(data) = reply.body.get_mut("data") {
         super::order::in_selection_order(data, &doc, operation_name.as_deref());
     }
     reply.body["extensions"]["cost"] = cost;
+    if let Some(held) = held_key {
+        let content_type = reply.media.content_type();
+        idempotency::finish(&app.store, held, reply.status, content_type, &reply.body).await;
+    }
     let mut response = reply.into_response();
     app.rate_limits.headers(decision, response.headers_mut());
     response
+}
+
+/// The database could not be reached: try again shortly.
+fn unavailable(media: MediaType) -> Response {
+    Reply::request_error(
+        media,
+        StatusCode::SERVICE_UNAVAILABLE,
+        code::SERVICE_UNAVAILABLE,
+        "The database is unavailable; try again shortly",
+    )
+    .into_response()
 }
 
 /// A document over a limit: QUERY_TOO_COMPLEX, naming the limit, the document's value and

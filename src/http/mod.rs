@@ -1,7 +1,9 @@
 //! HTTP: the router, GraphQL over HTTP, GraphiQL and health.
 
+mod audit;
 mod graphiql;
 mod graphql;
+mod idempotency;
 mod order;
 mod rate_limit;
 
@@ -19,6 +21,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tower_http::trace::TraceLayer;
 
+use self::audit::ReadAudit;
 use self::rate_limit::RateLimits;
 use crate::config::ServeConfig;
 use crate::graphql::limits::Limits;
@@ -34,6 +37,8 @@ pub struct AppState {
     pub limits: Limits,
     pub rate_limits: Arc<RateLimits>,
     pub request_timeout: Duration,
+    /// Records the reads of queries in the audit log.
+    pub read_audit: ReadAudit,
 }
 
 impl AppState {
@@ -45,6 +50,7 @@ impl AppState {
                 limits: config.limits(),
             },
         );
+        let read_audit = ReadAudit::start(store.clone());
         AppState {
             store,
             schema,
@@ -52,6 +58,7 @@ impl AppState {
             limits: config.limits(),
             rate_limits: Arc::new(RateLimits::new(config.rate_limit)),
             request_timeout: config.request_timeout,
+            read_audit,
         }
     }
 }
@@ -158,10 +165,20 @@ pub async fn serve(
             every.tick().await;
         }
     });
-    axum::serve(
+    let store = state.store.clone();
+    let sweeper = tokio::spawn(async move {
+        let mut every = tokio::time::interval(idempotency::SWEEP_EVERY);
+        loop {
+            every.tick().await;
+            idempotency::sweep(&store).await;
+        }
+    });
+    let served = axum::serve(
         listener,
         router(state).into_make_service_with_connect_info::<SocketAddr>(),
     )
     .with_graceful_shutdown(shutdown)
-    .await
+    .await;
+    sweeper.abort();
+    served
 }

@@ -4,7 +4,8 @@ use std::collections::HashMap;
 
 use sqlx::FromRow;
 
-use super::{Change, Keyed, PracticeStore, StoreError, StoreResult, new_id, now_ms};
+use super::audit::Event;
+use super::{Change, Keyed, PracticeStore, StoreResult, new_id, now_ms};
 
 const APPOINTMENT_TYPE_COLUMNS: &str = "id, title, duration, price";
 
@@ -59,6 +60,7 @@ impl PracticeStore<'_> {
             duration,
             price,
         };
+        let mut tx = self.begin_write().await?;
         let result = sqlx::query(
             "INSERT INTO appointment_types (practice_id, id, title, duration, price, created_at, \
              updated_at) VALUES ($1, $2, $3, $4, $5, $6, $6)",
@@ -69,14 +71,14 @@ impl PracticeStore<'_> {
         .bind(made.duration)
         .bind(made.price)
         .bind(now_ms())
-        .execute(self.write())
+        .execute(&mut *tx)
         .await;
-        match result {
-            Ok(_) => Ok(Change::Done(made)),
-            Err(e) if StoreError::is_unique_violation(&e) => Ok(Change::Refused(format!(
-                "An appointment type titled \"{title}\" already exists"
-            ))),
-            Err(e) => Err(e.into()),
-        }
+        self.finish_unique(
+            tx,
+            result.map(|_| Some(made)),
+            |a| Event::of("create", "appointment_type", &a.id),
+            || format!("An appointment type titled \"{title}\" already exists"),
+        )
+        .await
     }
 }

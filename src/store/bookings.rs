@@ -5,6 +5,7 @@
 use chrono::{TimeZone, Utc};
 use sqlx::{Any, FromRow, Transaction};
 
+use super::audit::Event;
 use super::{
     Args, Change, Page, PageRequest, PracticeStore, StoreResult, new_id, now_ms, time_filters,
 };
@@ -130,7 +131,7 @@ impl PracticeStore<'_> {
         )
         .execute(&mut *tx)
         .await;
-        self.finish_write(tx, inserted, booking).await
+        self.finish_write(tx, "create", inserted, booking).await
     }
 
     /// Reads the booking, applies `change` and writes it back in one transaction holding the
@@ -138,6 +139,7 @@ impl PracticeStore<'_> {
     pub async fn modify_booking(
         &self,
         id: &str,
+        action: &'static str,
         change: impl FnOnce(&mut Booking) -> Modification,
     ) -> StoreResult<BookingChange> {
         let mut tx = self.begin_write().await?;
@@ -181,20 +183,27 @@ impl PracticeStore<'_> {
         )
         .execute(&mut *tx)
         .await;
-        self.finish_write(tx, updated, booking).await
+        self.finish_write(tx, action, updated, booking).await
     }
 
-    /// Commits a write, or turns the database's no-overlap refusal into a sentence that names
+    /// Records and commits a write, or turns the database's no-overlap refusal into a sentence that names
     /// the booking in the way.
     async fn finish_write(
         &self,
         tx: Transaction<'_, Any>,
+        action: &'static str,
         written: Result<sqlx::any::AnyQueryResult, sqlx::Error>,
         booking: Booking,
     ) -> StoreResult<BookingChange> {
         match written {
             Ok(_) => {
-                tx.commit().await?;
+                let event = Event {
+                    action,
+                    resource_type: "booking",
+                    resource_id: &booking.id,
+                    patient_id: Some(&booking.fields.patient_id),
+                };
+                self.commit(tx, event).await?;
                 Ok(Change::Done(booking))
             }
             Err(err) if is_overlap(&err) => {

@@ -1,8 +1,9 @@
 //! Labels: a practice's catalogue of tags (e.g. "VIP", "Allergy") that can be put on patients.
 
-use sqlx::FromRow;
+use sqlx::{Any, FromRow, Transaction};
 
-use super::{Change, Page, PageRequest, PracticeStore, StoreError, StoreResult, new_id, now_ms};
+use super::audit::Event;
+use super::{Change, Page, PageRequest, PracticeStore, StoreResult, new_id, now_ms};
 
 /// A label of the practice's catalogue.
 #[derive(Clone, Debug, FromRow)]
@@ -55,6 +56,7 @@ impl PracticeStore<'_> {
             created_at: now,
             updated_at: now,
         };
+        let mut tx = self.begin_write().await?;
         let result = sqlx::query(
             "INSERT INTO labels (practice_id, id, title, color, created_at, updated_at) \
              VALUES ($1, $2, $3, $4, $5, $5)",
@@ -64,9 +66,10 @@ impl PracticeStore<'_> {
         .bind(&label.title)
         .bind(&label.color)
         .bind(now)
-        .execute(self.write())
+        .execute(&mut *tx)
         .await;
-        title_taken_or(result.map(|_| Some(label)), title)
+        self.finish_label(tx, "create", result.map(|_| Some(label)), title)
+            .await
     }
 
     /// Changes a label's title and/or colour; `None` leaves a field as it is.
@@ -80,15 +83,17 @@ impl PracticeStore<'_> {
             "UPDATE labels SET title = COALESCE($3, title), color = COALESCE($4, color), \
              updated_at = $5 WHERE practice_id = $1 AND id = $2 RETURNING {LABEL_COLUMNS}"
         );
+        let mut tx = self.begin_write().await?;
         let result = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(self.practice_id)
             .bind(id)
             .bind(title)
             .bind(color)
             .bind(now_ms())
-            .fetch_optional(self.write())
+            .fetch_optional(&mut *tx)
             .await;
-        title_taken_or(result, title.unwrap_or_default())
+        self.finish_label(tx, "update", result, title.unwrap_or_default())
+            .await
     }
 
     /// Removes a label from the catalogue and from every patient that has it.
@@ -96,24 +101,33 @@ impl PracticeStore<'_> {
         let sql = format!(
             "DELETE FROM labels WHERE practice_id = $1 AND id = $2 RETURNING {LABEL_COLUMNS}"
         );
-        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        let mut tx = self.begin_write().await?;
+        let label: Option<Label> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(self.practice_id)
             .bind(id)
-            .fetch_optional(self.write())
-            .await?)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if let Some(label) = &label {
+            self.commit(tx, Event::of("delete", "label", &label.id))
+                .await?;
+        }
+        Ok(label)
     }
-}
 
-fn title_taken_or(
-    result: Result<Option<Label>, sqlx::Error>,
-    title: &str,
-) -> StoreResult<LabelChange> {
-    match result {
-        Ok(Some(label)) => Ok(Change::Done(label)),
-        Ok(None) => Ok(Change::NotFound),
-        Err(e) if StoreError::is_unique_violation(&e) => Ok(Change::Refused(format!(
-            "A label titled \"{title}\" already exists"
-        ))),
-        Err(e) => Err(e.into()),
+    /// Finishes a label's write: a title in use is refused.
+    async fn finish_label(
+        &self,
+        tx: Transaction<'_, Any>,
+        action: &'static str,
+        written: Result<Option<Label>, sqlx::Error>,
+        title: &str,
+    ) -> StoreResult<LabelChange> {
+        self.finish_unique(
+            tx,
+            written,
+            |l| Event::of(action, "label", &l.id),
+            || format!("A label titled \"{title}\" already exists"),
+        )
+        .await
     }
 }

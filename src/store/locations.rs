@@ -4,7 +4,8 @@ use std::collections::HashMap;
 
 use sqlx::FromRow;
 
-use super::{Change, Keyed, PracticeStore, StoreError, StoreResult, new_id, now_ms};
+use super::audit::Event;
+use super::{Change, Keyed, PracticeStore, StoreResult, new_id, now_ms};
 
 const LOCATION_COLUMNS: &str = "id, name, address, city, postcode, country";
 
@@ -47,6 +48,7 @@ impl PracticeStore<'_> {
     pub async fn create_location(&self, mut new: Location) -> StoreResult<Change<Location>> {
         new.id = new_id();
         let now = now_ms();
+        let mut tx = self.begin_write().await?;
         let result = sqlx::query(
             "INSERT INTO locations (practice_id, id, name, address, city, postcode, country, \
              created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)",
@@ -59,15 +61,15 @@ impl PracticeStore<'_> {
         .bind(&new.postcode)
         .bind(&new.country)
         .bind(now)
-        .execute(self.write())
+        .execute(&mut *tx)
         .await;
-        match result {
-            Ok(_) => Ok(Change::Done(new)),
-            Err(e) if StoreError::is_unique_violation(&e) => Ok(Change::Refused(format!(
-                "A location named \"{}\" already exists",
-                new.name
-            ))),
-            Err(e) => Err(e.into()),
-        }
+        let taken = format!("A location named \"{}\" already exists", new.name);
+        self.finish_unique(
+            tx,
+            result.map(|_| Some(new)),
+            |l| Event::of("create", "location", &l.id),
+            || taken,
+        )
+        .await
     }
 }

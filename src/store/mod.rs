@@ -8,8 +8,10 @@
 //! knows which one it is.
 
 pub mod appointment_types;
+pub mod audit;
 pub mod bookings;
 mod error;
+pub mod idempotency;
 pub mod labels;
 pub mod locations;
 pub mod patients;
@@ -164,7 +166,19 @@ impl Store {
         PracticeStore {
             store: self,
             practice_id,
+            author: None,
         }
+    }
+
+    /// Starts a transaction that will write. On SQLite it takes the write lock at once
+    /// (`BEGIN IMMEDIATE`), so that a transaction that reads first never fails half-way when
+    /// another process (a second instance, the command line) wrote in between; it waits
+    /// for the lock instead, up to the busy timeout.
+    async fn begin_write(&self) -> StoreResult<sqlx::Transaction<'static, sqlx::Any>> {
+        Ok(match self.engine {
+            Engine::Sqlite => self.write.begin_with("BEGIN IMMEDIATE").await?,
+            Engine::Postgres => self.write.begin().await?,
+        })
     }
 
     /// Closes the pools, waiting for connections in use to be returned.
@@ -175,14 +189,21 @@ impl Store {
 }
 
 /// The store scoped to one practice. Every method of the resource modules lives here, and each
-/// binds `practice_id` as `$1`.
+/// binds `practice_id` as `$1`. Writes need an author (see [`PracticeStore::by`]): each records
+/// who made it in the audit log, in its own transaction.
 #[derive(Clone, Copy, Debug)]
 pub struct PracticeStore<'a> {
     store: &'a Store,
     practice_id: &'a str,
+    author: Option<audit::Author<'a>>,
 }
 
 impl<'a> PracticeStore<'a> {
+    /// The practice this store is scoped to.
+    pub fn practice_id(&self) -> &'a str {
+        self.practice_id
+    }
+
     fn read(&self) -> &'a AnyPool {
         &self.store.read
     }
@@ -191,15 +212,30 @@ impl<'a> PracticeStore<'a> {
         &self.store.write
     }
 
-    /// Starts a transaction that will write. On SQLite it takes the write lock at once
-    /// (`BEGIN IMMEDIATE`), so that a transaction that reads first never fails half-way when
-    /// another process (a second instance, the command line) wrote in between; it waits
-    /// for the lock instead, up to the busy timeout.
-    async fn begin_write(&self) -> StoreResult<sqlx::Transaction<'a, sqlx::Any>> {
-        Ok(match self.store.engine {
-            Engine::Sqlite => self.write().begin_with("BEGIN IMMEDIATE").await?,
-            Engine::Postgres => self.write().begin().await?,
-        })
+    /// Starts a transaction that will write (see [`Store::begin_write`]).
+    async fn begin_write(&self) -> StoreResult<sqlx::Transaction<'static, sqlx::Any>> {
+        self.store.begin_write().await
+    }
+
+    /// Finishes the write of one record in `tx`: records its event and commits when there is
+    /// a record, says `NotFound` when there is none, and turns a unique key's refusal into
+    /// `Refused(taken)`, with nothing written.
+    async fn finish_unique<T>(
+        &self,
+        tx: sqlx::Transaction<'_, sqlx::Any>,
+        written: Result<Option<T>, sqlx::Error>,
+        event: impl FnOnce(&T) -> audit::Event<'_>,
+        taken: impl FnOnce() -> String,
+    ) -> StoreResult<Change<T>> {
+        match written {
+            Ok(Some(record)) => {
+                self.commit(tx, event(&record)).await?;
+                Ok(Change::Done(record))
+            }
+            Ok(None) => Ok(Change::NotFound),
+            Err(e) if StoreError::is_unique_violation(&e) => Ok(Change::Refused(taken())),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// The rows of `table` with these ids, by id: one statement for a whole batch (what the

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use sqlx::{Any, FromRow, Transaction};
 
+use super::audit::Event;
 use super::{
     Args, Change, Keyed, Page, PageRequest, PracticeStore, StoreResult, like_escape, new_id,
     now_ms, placeholders, time_filters,
@@ -174,15 +175,17 @@ impl PracticeStore<'_> {
                 return Ok(Change::Refused(no_such_label(label_id)));
             }
         }
-        tx.commit().await?;
+        self.commit(tx, Event::patient("create", &patient.id))
+            .await?;
         Ok(Change::Done(patient))
     }
 
-    /// Adds many patients at once, in transactions of a few hundred rows: for demo data and
-    /// imports. Returns their ids, in order.
+    /// Adds many patients at once, in one transaction of statements of a few hundred rows: for
+    /// demo data and imports. Returns their ids, in order.
     pub async fn import_patients(&self, patients: Vec<PatientFields>) -> StoreResult<Vec<String>> {
         const ROWS_PER_STATEMENT: usize = 500;
         let mut ids = Vec::with_capacity(patients.len());
+        let mut tx = self.begin_write().await?;
         let mut rows = patients.into_iter().peekable();
         while rows.peek().is_some() {
             let chunk: Vec<PatientFields> = rows.by_ref().take(ROWS_PER_STATEMENT).collect();
@@ -215,8 +218,11 @@ impl PracticeStore<'_> {
                 query = self.bind_patient(query, &patient);
                 ids.push(patient.id);
             }
-            query.execute(self.write()).await?;
+            query.execute(&mut *tx).await?;
         }
+        let events: Vec<Event> = ids.iter().map(|id| Event::patient("create", id)).collect();
+        self.record_in(&mut tx, &events).await?;
+        tx.commit().await?;
         Ok(ids)
     }
 
@@ -226,6 +232,7 @@ impl PracticeStore<'_> {
     pub async fn modify_patient(
         &self,
         id: &str,
+        action: &'static str,
         labels: Option<&[String]>,
         change: impl FnOnce(&mut Patient) -> Modification,
     ) -> StoreResult<PatientChange> {
@@ -261,7 +268,7 @@ impl PracticeStore<'_> {
         {
             return Ok(Change::Refused(no_such_label(&unknown)));
         }
-        tx.commit().await?;
+        self.commit(tx, Event::patient(action, id)).await?;
         Ok(Change::Done(patient))
     }
 
@@ -386,7 +393,8 @@ impl PracticeStore<'_> {
                 .insert_patient_label(&mut tx, patient_id, label_id)
                 .await?
         {
-            tx.commit().await?;
+            self.commit(tx, label_event("add_label", patient_id, label_id))
+                .await?;
             return self.patient_change(patient_id).await;
         }
         drop(tx);
@@ -424,7 +432,8 @@ impl PracticeStore<'_> {
         .execute(&mut *tx)
         .await?;
         if deleted.rows_affected() > 0 {
-            tx.commit().await?;
+            self.commit(tx, label_event("remove_label", patient_id, label_id))
+                .await?;
             return self.patient_change(patient_id).await;
         }
         Ok(Change::Refused(format!(
@@ -504,6 +513,16 @@ async fn touch_live_patient(
     .execute(&mut **tx)
     .await?;
     Ok(touched.rows_affected() == 1)
+}
+
+/// A label put on or taken off a patient.
+fn label_event<'e>(action: &'static str, patient_id: &'e str, label_id: &'e str) -> Event<'e> {
+    Event {
+        action,
+        resource_type: "label",
+        resource_id: label_id,
+        patient_id: Some(patient_id),
+    }
 }
 
 #[cfg(test)]

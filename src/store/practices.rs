@@ -2,6 +2,7 @@
 
 use sqlx::FromRow;
 
+use super::audit::{Actor, Author, Event};
 use super::{Store, StoreError, StoreResult, new_id, now_ms};
 
 /// A practice (a clinic): the tenant that owns its patients, labels, staff, tokens and bookings.
@@ -15,18 +16,40 @@ impl Store {
     /// Adds a practice.
     pub async fn create_practice(&self, name: &str) -> StoreResult<Practice> {
         let id = new_id();
-        sqlx::query(
-            "INSERT INTO practices (id, name, is_default, created_at) VALUES ($1, $2, 0, $3)",
-        )
-        .bind(&id)
-        .bind(name)
-        .bind(now_ms())
-        .execute(&self.write)
-        .await?;
+        self.insert_practice(&id, name, false).await?;
         Ok(Practice {
             id,
             name: name.to_string(),
         })
+    }
+
+    /// Inserts a practice, and the operator's event that made it, in one transaction.
+    async fn insert_practice(&self, id: &str, name: &str, is_default: bool) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        let inserted = sqlx::query(
+            "INSERT INTO practices (id, name, is_default, created_at) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(id)
+        .bind(name)
+        .bind(i64::from(is_default))
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await;
+        match inserted {
+            Err(err) if StoreError::is_unique_violation(&err) => {
+                return Err(StoreError::Duplicate("the practice exists".into()));
+            }
+            other => other?,
+        };
+        let operator = Actor::operator();
+        let author = Author {
+            actor: &operator,
+            operation: Some("practice create"),
+        };
+        self.practice(id)
+            .by(author)
+            .commit(tx, Event::of("create", "practice", id))
+            .await
     }
 
     /// The practice with this id, if there is one.
@@ -49,18 +72,10 @@ impl Store {
         if let Some(practice) = find().await? {
             return Ok(practice);
         }
-        let inserted = sqlx::query(
-            "INSERT INTO practices (id, name, is_default, created_at) VALUES ($1, $2, 1, $3)",
-        )
-        .bind(new_id())
-        .bind("My practice")
-        .bind(now_ms())
-        .execute(&self.write)
-        .await;
-        match inserted {
+        match self.insert_practice(&new_id(), "My practice", true).await {
             // Another process made it first: the unique index on is_default keeps it to one.
-            Err(err) if !StoreError::is_unique_violation(&err) => return Err(err.into()),
-            _ => {}
+            Err(StoreError::Duplicate(_)) | Ok(()) => {}
+            Err(err) => return Err(err),
         }
         find().await?.ok_or_else(|| {
             StoreError::Internal(sqlx::Error::Protocol(

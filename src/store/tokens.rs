@@ -2,6 +2,7 @@
 
 use sqlx::FromRow;
 
+use super::audit::Event;
 use super::{PracticeStore, StoreResult, new_id, now_ms};
 
 const TOKEN_COLUMNS: &str = "id, kind, name, permissions, user_id, created_at, last_used_at, \
@@ -60,6 +61,8 @@ pub struct TokenGrant {
     pub token: Token,
     /// The role of the token's user, for sign-in tokens.
     pub user_role: Option<String>,
+    /// The name of the token's user, for sign-in tokens.
+    pub user_name: Option<String>,
 }
 
 /// What it takes to make a token.
@@ -87,6 +90,7 @@ impl PracticeStore<'_> {
             expires_at: new.expires_at,
             revoked_at: None,
         };
+        let mut tx = self.begin_write().await?;
         sqlx::query(
             "INSERT INTO tokens (practice_id, id, kind, name, secret_hash, permissions, user_id, \
              created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
@@ -100,8 +104,14 @@ impl PracticeStore<'_> {
         .bind(&token.user_id)
         .bind(token.created_at)
         .bind(token.expires_at)
-        .execute(self.write())
+        .execute(&mut *tx)
         .await?;
+        let action = match new.kind {
+            TokenKind::Api => "create",
+            TokenKind::User => "sign_in",
+        };
+        self.commit(tx, Event::of(action, "token", &token.id))
+            .await?;
         Ok(token)
     }
 
@@ -110,7 +120,8 @@ impl PracticeStore<'_> {
     pub async fn find_token_by_secret(&self, secret_hash: &str) -> StoreResult<Option<TokenGrant>> {
         Ok(sqlx::query_as(
             "SELECT t.id, t.kind, t.name, t.permissions, t.user_id, t.created_at, t.last_used_at, \
-             t.expires_at, t.revoked_at, u.role AS user_role \
+             t.expires_at, t.revoked_at, u.role AS user_role, \
+             u.first_name || ' ' || u.last_name AS user_name \
              FROM tokens t LEFT JOIN users u ON u.practice_id = t.practice_id AND u.id = t.user_id \
              WHERE t.practice_id = $1 AND t.secret_hash = $2",
         )
@@ -135,17 +146,27 @@ impl PracticeStore<'_> {
     /// Revokes a token of this kind. Revoking twice keeps the first time. Returns the token,
     /// or None when the practice has no such token.
     pub async fn revoke_token(&self, id: &str, kind: TokenKind) -> StoreResult<Option<Token>> {
+        let mut tx = self.begin_write().await?;
         let sql = format!(
             "UPDATE tokens SET revoked_at = COALESCE(revoked_at, $3) \
              WHERE practice_id = $1 AND id = $2 AND kind = $4 RETURNING {TOKEN_COLUMNS}"
         );
-        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        let token: Option<Token> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(self.practice_id)
             .bind(id)
             .bind(now_ms())
             .bind(kind.as_str())
-            .fetch_optional(self.write())
-            .await?)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if let Some(token) = &token {
+            let action = match kind {
+                TokenKind::Api => "revoke",
+                TokenKind::User => "sign_out",
+            };
+            self.commit(tx, Event::of(action, "token", &token.id))
+                .await?;
+        }
+        Ok(token)
     }
 
     /// Records that a token was used at `at`.

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use sqlx::FromRow;
 
+use super::audit::Event;
 use super::{
     Keyed, Page, PageRequest, PracticeStore, Store, StoreError, StoreResult, new_id, now_ms,
 };
@@ -99,6 +100,7 @@ impl PracticeStore<'_> {
             created_at: now,
             updated_at: now,
         };
+        let mut tx = self.begin_write().await?;
         let result = sqlx::query(
             "INSERT INTO users (practice_id, id, email, password_hash, title, first_name, last_name, \
              role, is_doctor, created_at, updated_at) \
@@ -114,10 +116,14 @@ impl PracticeStore<'_> {
         .bind(&user.role)
         .bind(user.is_doctor)
         .bind(now)
-        .execute(self.write())
+        .execute(&mut *tx)
         .await;
         match result {
-            Ok(_) => Ok(user),
+            Ok(_) => {
+                self.commit(tx, Event::of("create", "user", &user.id))
+                    .await?;
+                Ok(user)
+            }
             Err(e) if StoreError::is_unique_violation(&e) => Err(StoreError::Duplicate(format!(
                 "a staff user with email {} already exists",
                 user.email

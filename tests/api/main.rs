@@ -2,11 +2,13 @@
 
 mod helpers;
 
+mod audit;
 mod auth;
 mod bookings;
 mod cli;
 mod faults;
 mod http;
+mod idempotency;
 mod instances;
 mod patients;
 mod practices;

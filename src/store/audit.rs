@@ -1,0 +1,299 @@
+//! The audit log: who read or changed what, and when. Rows are only ever added.
+//!
+//! A write records its event in its own transaction ([`PracticeStore::commit`]), so that a
+//! change and its record stand or fall together. Reads are recorded after the query ran and
+//! before its data leaves the server ([`Store::record_reads`]); if that fails, the data is
+//! withheld.
+
+use std::collections::BTreeMap;
+
+use sqlx::any::AnyArguments;
+use sqlx::{Any, FromRow, Transaction};
+
+use super::{
+    Args, Page, PageRequest, PracticeStore, Store, StoreError, StoreResult, new_id, now_ms,
+};
+
+const EVENT_COLUMNS: &str = "id, at, actor_type, actor_id, actor_name, action, operation, \
+                             resource_type, resource_id, patient_id";
+
+/// Columns an insert binds per row (practice_id and the event columns).
+const INSERT_COLUMNS: usize = 11;
+
+/// Rows per insert statement: 11,000 parameters, inside both engines' limits (SQLite's
+/// 32,766 and PostgreSQL's 65,535), and more than the largest page reads.
+const ROWS_PER_STATEMENT: usize = 1000;
+
+/// What kind of actor did something.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActorKind {
+    /// A staff user, through a token from signIn.
+    User,
+    /// An API token.
+    Token,
+    /// The operator, on the command line.
+    Operator,
+}
+
+impl ActorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActorKind::User => "user",
+            ActorKind::Token => "token",
+            ActorKind::Operator => "operator",
+        }
+    }
+}
+
+/// Who did something, as the log keeps it: by id, and by name as it was at the time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Actor {
+    pub kind: ActorKind,
+    pub id: String,
+    pub name: Option<String>,
+}
+
+impl Actor {
+    /// The operator at the command line.
+    pub fn operator() -> Actor {
+        Actor {
+            kind: ActorKind::Operator,
+            id: "operator".into(),
+            name: Some("command line".into()),
+        }
+    }
+}
+
+/// Who writes, and through which operation: what a [`PracticeStore`] needs before it writes.
+#[derive(Clone, Copy, Debug)]
+pub struct Author<'a> {
+    pub actor: &'a Actor,
+    /// The root field of the GraphQL operation, or the command.
+    pub operation: Option<&'a str>,
+}
+
+/// What one write did.
+#[derive(Clone, Copy, Debug)]
+pub struct Event<'e> {
+    /// `create`, `update`, `delete`, `archive`, ...
+    pub action: &'static str,
+    pub resource_type: &'static str,
+    pub resource_id: &'e str,
+    /// The patient the record belongs to, if any.
+    pub patient_id: Option<&'e str>,
+}
+
+impl<'e> Event<'e> {
+    /// An event on a patient's own record.
+    pub fn patient(action: &'static str, patient_id: &'e str) -> Self {
+        Event {
+            action,
+            resource_type: "patient",
+            resource_id: patient_id,
+            patient_id: Some(patient_id),
+        }
+    }
+
+    /// An event on a record that belongs to no patient.
+    pub fn of(action: &'static str, resource_type: &'static str, resource_id: &'e str) -> Self {
+        Event {
+            action,
+            resource_type,
+            resource_id,
+            patient_id: None,
+        }
+    }
+}
+
+/// A read of one record of patient data, to be recorded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Read {
+    pub operation: String,
+    pub resource_type: &'static str,
+    pub resource_id: String,
+    pub patient_id: Option<String>,
+}
+
+/// The reads of one request: by whom, in which practice.
+#[derive(Clone, Debug)]
+pub struct Reads {
+    pub practice_id: String,
+    pub actor: Actor,
+    pub reads: Vec<Read>,
+}
+
+/// A recorded event.
+#[derive(Clone, Debug, FromRow)]
+pub struct AuditEvent {
+    pub id: String,
+    pub at: i64,
+    pub actor_type: String,
+    pub actor_id: String,
+    pub actor_name: Option<String>,
+    pub action: String,
+    pub operation: Option<String>,
+    pub resource_type: Option<String>,
+    pub resource_id: Option<String>,
+    pub patient_id: Option<String>,
+}
+
+/// Which events to list.
+#[derive(Clone, Debug, Default)]
+pub struct AuditFilter {
+    pub patient_id: Option<String>,
+    pub actor_id: Option<String>,
+    /// From and to, milliseconds, both included.
+    pub at: Option<(i64, i64)>,
+}
+
+/// One row to insert.
+struct Row<'r> {
+    actor: &'r Actor,
+    operation: Option<&'r str>,
+    action: &'r str,
+    resource_type: &'r str,
+    resource_id: &'r str,
+    patient_id: Option<&'r str>,
+}
+
+impl<'a> PracticeStore<'a> {
+    /// The store as `author` writes to it. Every write records an event, and a write without
+    /// an author is refused.
+    pub fn by(self, author: Author<'a>) -> PracticeStore<'a> {
+        PracticeStore {
+            author: Some(author),
+            ..self
+        }
+    }
+
+    /// Records an event that changed nothing else (a failed sign-in, say).
+    pub async fn record(&self, event: Event<'_>) -> StoreResult<()> {
+        let tx = self.begin_write().await?;
+        self.commit(tx, event).await
+    }
+
+    /// Records `event` in the transaction and commits both.
+    pub(super) async fn commit(
+        &self,
+        mut tx: Transaction<'_, Any>,
+        event: Event<'_>,
+    ) -> StoreResult<()> {
+        self.record_in(&mut tx, &[event]).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Records events in a transaction that will commit them with what they record.
+    pub(super) async fn record_in(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        events: &[Event<'_>],
+    ) -> StoreResult<()> {
+        let Some(author) = self.author else {
+            return Err(StoreError::Config(
+                "a write has no author to record in the audit log".into(),
+            ));
+        };
+        let rows: Vec<Row> = events
+            .iter()
+            .map(|event| Row {
+                actor: author.actor,
+                operation: author.operation,
+                action: event.action,
+                resource_type: event.resource_type,
+                resource_id: event.resource_id,
+                patient_id: event.patient_id,
+            })
+            .collect();
+        insert(tx, self.practice_id, &rows).await
+    }
+
+    /// The practice's events, newest first.
+    pub async fn list_audit_events(
+        &self,
+        filter: &AuditFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<AuditEvent>> {
+        let mut args = Args::default();
+        let mut sql = format!("SELECT {EVENT_COLUMNS} FROM audit_events WHERE practice_id = $1");
+        if let Some(patient_id) = &filter.patient_id {
+            sql += &format!(" AND patient_id = {}", args.text(patient_id));
+        }
+        if let Some(actor_id) = &filter.actor_id {
+            sql += &format!(" AND actor_id = {}", args.text(actor_id));
+        }
+        if let Some((from, to)) = filter.at {
+            let (from, to) = (args.int(from), args.int(to));
+            sql += &format!(" AND at >= {from} AND at <= {to}");
+        }
+        let (limit, offset) = (args.int(page.limit()), args.int(page.offset()));
+        sql += &format!(" ORDER BY at DESC, id DESC LIMIT {limit} OFFSET {offset}");
+        let query = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id);
+        let rows = args.bind(query).fetch_all(self.read()).await?;
+        Ok(page.finish(rows))
+    }
+}
+
+impl Store {
+    /// Records the reads of many requests in one transaction: one commit for all of them.
+    pub async fn record_reads(&self, batch: &[Reads]) -> StoreResult<()> {
+        let mut by_practice: BTreeMap<&str, Vec<Row>> = BTreeMap::new();
+        for reads in batch {
+            let rows = by_practice.entry(&reads.practice_id).or_default();
+            rows.extend(reads.reads.iter().map(|read| Row {
+                actor: &reads.actor,
+                operation: Some(&read.operation),
+                action: "read",
+                resource_type: read.resource_type,
+                resource_id: &read.resource_id,
+                patient_id: read.patient_id.as_deref(),
+            }));
+        }
+        if by_practice.values().all(Vec::is_empty) {
+            return Ok(());
+        }
+        let mut tx = self.begin_write().await?;
+        for (practice_id, rows) in by_practice {
+            insert(&mut tx, practice_id, &rows).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+/// Inserts rows of one practice, a few hundred per statement.
+async fn insert(
+    tx: &mut Transaction<'_, Any>,
+    practice_id: &str,
+    rows: &[Row<'_>],
+) -> StoreResult<()> {
+    let at = now_ms();
+    for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+        let mut sql = format!("INSERT INTO audit_events (practice_id, {EVENT_COLUMNS}) VALUES ");
+        for i in 0..chunk.len() {
+            if i > 0 {
+                sql.push_str(", ");
+            }
+            let first = i * INSERT_COLUMNS + 1;
+            sql.push_str(&format!("({})", super::placeholders(first, INSERT_COLUMNS)));
+        }
+        let mut query: sqlx::query::Query<'_, Any, AnyArguments> =
+            sqlx::query(sqlx::AssertSqlSafe(sql));
+        for row in chunk {
+            query = query
+                .bind(practice_id.to_string())
+                .bind(new_id())
+                .bind(at)
+                .bind(row.actor.kind.as_str())
+                .bind(row.actor.id.clone())
+                .bind(row.actor.name.clone())
+                .bind(row.action.to_string())
+                .bind(row.operation.map(str::to_string))
+                .bind(row.resource_type.to_string())
+                .bind(row.resource_id.to_string())
+                .bind(row.patient_id.map(str::to_string));
+        }
+        query.execute(&mut **tx).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,148 @@
+//! Idempotency keys: the first response to a mutation sent with an `Idempotency-Key`, kept so
+//! that a retry with the same key gets it again instead of writing twice.
+
+use sqlx::FromRow;
+
+use super::{PracticeStore, Store, StoreResult};
+
+/// A mutation's claim on a key: by one token, for one request.
+#[derive(Clone, Copy, Debug)]
+pub struct Claim<'k> {
+    pub token_id: &'k str,
+    pub key: &'k str,
+    /// A hash of the request, to tell a retry from a different request under the same key.
+    pub request_hash: &'k str,
+}
+
+/// Which earlier claims a new one may take over (times in milliseconds).
+#[derive(Clone, Copy, Debug)]
+pub struct Reclaim {
+    /// A finished claim made before this has expired: the key is free again.
+    pub expired_before: i64,
+    /// A claim still unfinished since before this was abandoned (its server stopped, or its
+    /// request ran out of time): a retry of the same request may take it over.
+    pub abandoned_before: i64,
+}
+
+/// A response as it was first sent.
+#[derive(Clone, Debug, FromRow)]
+pub struct StoredResponse {
+    pub status: i64,
+    pub content_type: String,
+    pub response: String,
+}
+
+/// What became of a claim.
+#[derive(Debug)]
+pub enum Claimed {
+    /// The key is this request's: run it, then [`PracticeStore::finish_idempotency_key`].
+    Mine,
+    /// The key's first request finished: here is its response.
+    Done(StoredResponse),
+    /// The key's first request is still being handled.
+    Pending,
+    /// The key was used for a different request.
+    OtherRequest,
+}
+
+#[derive(FromRow)]
+struct Held {
+    request_hash: String,
+    status: Option<i64>,
+    content_type: Option<String>,
+    response: Option<String>,
+}
+
+impl PracticeStore<'_> {
+    /// Claims `claim.key` for this request, unless an earlier request holds it.
+    pub async fn claim_idempotency_key(
+        &self,
+        claim: Claim<'_>,
+        now: i64,
+        reclaim: Reclaim,
+    ) -> StoreResult<Claimed> {
+        let taken: Option<(i64,)> = sqlx::query_as(
+            "INSERT INTO idempotency_keys \
+             (practice_id, token_id, idempotency_key, request_hash, created_at) \
+             VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (practice_id, token_id, idempotency_key) DO UPDATE SET \
+             request_hash = excluded.request_hash, created_at = excluded.created_at, \
+             status = NULL, content_type = NULL, response = NULL \
+             WHERE idempotency_keys.created_at < $6 \
+             OR (idempotency_keys.status IS NULL AND idempotency_keys.created_at < $7 \
+             AND idempotency_keys.request_hash = excluded.request_hash) \
+             RETURNING created_at",
+        )
+        .bind(self.practice_id)
+        .bind(claim.token_id)
+        .bind(claim.key)
+        .bind(claim.request_hash)
+        .bind(now)
+        .bind(reclaim.expired_before)
+        .bind(reclaim.abandoned_before)
+        .fetch_optional(self.write())
+        .await?;
+        if taken.is_some() {
+            return Ok(Claimed::Mine);
+        }
+        let held: Option<Held> = sqlx::query_as(
+            "SELECT request_hash, status, content_type, response FROM idempotency_keys \
+             WHERE practice_id = $1 AND token_id = $2 AND idempotency_key = $3",
+        )
+        .bind(self.practice_id)
+        .bind(claim.token_id)
+        .bind(claim.key)
+        .fetch_optional(self.write())
+        .await?;
+        Ok(match held {
+            Some(held) if held.request_hash != claim.request_hash => Claimed::OtherRequest,
+            Some(Held {
+                status: Some(status),
+                content_type: Some(content_type),
+                response: Some(response),
+                ..
+            }) => Claimed::Done(StoredResponse {
+                status,
+                content_type,
+                response,
+            }),
+            // Unfinished, or swept away a moment ago: either way, the caller should retry.
+            _ => Claimed::Pending,
+        })
+    }
+
+    /// Keeps the response of the request that claimed the key.
+    pub async fn finish_idempotency_key(
+        &self,
+        claim: Claim<'_>,
+        response: &StoredResponse,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE idempotency_keys SET status = $5, content_type = $6, response = $7 \
+             WHERE practice_id = $1 AND token_id = $2 AND idempotency_key = $3 \
+             AND request_hash = $4",
+        )
+        .bind(self.practice_id)
+        .bind(claim.token_id)
+        .bind(claim.key)
+        .bind(claim.request_hash)
+        .bind(response.status)
+        .bind(&response.content_type)
+        .bind(&response.response)
+        .execute(self.write())
+        .await?;
+        Ok(())
+    }
+}
+
+impl Store {
+    /// Forgets keys claimed before `before` (milliseconds), in every practice. Returns how
+    /// many.
+    pub async fn forget_idempotency_keys(&self, before: i64) -> StoreResult<u64> {
+        let done = sqlx::query("DELETE FROM idempotency_keys WHERE created_at < $1")
+            .bind(before)
+            .execute(&self.write)
+            .await?;
+        Ok(done.rows_affected())
+    }
+}

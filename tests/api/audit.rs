@@ -1,0 +1,397 @@
+//! The audit log: every read of patient data and every write, with who did it and when; an
+//! operation whose record cannot be written fails.
+
+use std::time::Duration;
+
+use rstest::rstest;
+use serde_json::{Value, json};
+use sqlx::Connection;
+
+use crate::helpers::{Engine, PASSWORD, TestApp, error_code};
+use crate::spawn;
+
+const EVENTS: &str = "query($p: ID, $a: ID, $r: DateRange, $g: Pagination) {
+    auditEvents(patientId: $p, actorId: $a, dateRange: $r, pagination: $g) {
+        data { id at actorType actorId actorName action operation resourceType resourceId patientId }
+        pageInfo { hasMore }
+    }
+}";
+
+/// The events that match, newest first, as the admin reads them.
+async fn events(app: &TestApp, filter: Value) -> Vec<Value> {
+    let mut variables = filter;
+    variables["g"] = json!({ "pageSize": 100 });
+    let data = app.ok(EVENTS, variables).await;
+    data["auditEvents"]["data"]
+        .as_array()
+        .expect("a list of events")
+        .clone()
+}
+
+/// (actorType, action, operation, resourceType) of each event, for comparing.
+fn summary(events: &[Value]) -> Vec<(String, String, String, String)> {
+    events
+        .iter()
+        .map(|e| {
+            let text = |key: &str| e[key].as_str().unwrap_or("").to_string();
+            (
+                text("actorType"),
+                text("action"),
+                text("operation"),
+                text("resourceType"),
+            )
+        })
+        .collect()
+}
+
+fn event(
+    actor: &str,
+    action: &str,
+    operation: &str,
+    resource: &str,
+) -> (String, String, String, String) {
+    (
+        actor.to_string(),
+        action.to_string(),
+        operation.to_string(),
+        resource.to_string(),
+    )
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn who_looked_at_a_patient_and_who_changed_it(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let patient = app.patient("Ada", "Lovelace").await;
+    let other = app.patient("Alan", "Turing").await;
+    let label = app.label("VIP").await;
+    let email = app.user("practitioner", "pat@example.com").await;
+    let staff = app.sign_in(&email, PASSWORD).await;
+    let me = app
+        .gql(Some(&staff), "{ currentUser { id } }", json!({}))
+        .await;
+    let user_id = me["data"]["currentUser"]["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+
+    // A staff user reads the patient under an alias, then finds both in a search.
+    let read = app
+        .gql(
+            Some(&staff),
+            "query($id: ID!) { seen: patient(id: $id) { firstName } }",
+            json!({ "id": patient }),
+        )
+        .await;
+    assert_eq!(read["data"]["seen"]["firstName"], json!("Ada"));
+    let found = app
+        .gql(
+            Some(&staff),
+            "{ patients(search: \"a\") { data { id } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        found["data"]["patients"]["data"].as_array().map(Vec::len),
+        Some(2)
+    );
+    // ... and labels the patient: a write, whose returned patient is not a second read.
+    let labelled = app
+        .gql(
+            Some(&staff),
+            "mutation($p: ID!, $l: ID!) { addPatientLabel(patientId: $p, labelReferenceId: $l) { data { id } error } }",
+            json!({ "p": patient, "l": label }),
+        )
+        .await;
+    assert_eq!(labelled["data"]["addPatientLabel"]["error"], Value::Null);
+    // A token for the patient query alone reads it too.
+    let reader = app.token(&["query:patient"]).await;
+    let read = app
+        .gql(
+            Some(&reader),
+            "query($id: ID!) { patient(id: $id) { email } }",
+            json!({ "id": patient }),
+        )
+        .await;
+    assert!(read.get("errors").is_none(), "{read}");
+    // A query that reads no patient data leaves no read behind.
+    app.gql(Some(&reader), "{ currentPractice { id } }", json!({}))
+        .await;
+
+    let trail = events(&app, json!({ "p": patient })).await;
+    assert_eq!(
+        summary(&trail),
+        vec![
+            event("token", "read", "patient", "patient"),
+            event("user", "add_label", "addPatientLabel", "label"),
+            event("user", "read", "patients", "patient"),
+            event("user", "read", "patient", "patient"),
+            event("token", "create", "createPatient", "patient"),
+        ],
+        "{trail:#?}"
+    );
+    for e in &trail {
+        assert_eq!(e["patientId"], json!(patient));
+    }
+    let by_user = &trail[3];
+    assert_eq!(by_user["actorId"], json!(user_id));
+    assert_eq!(by_user["actorName"], json!("Test practitioner"));
+    assert_eq!(by_user["resourceId"], json!(patient));
+    assert_eq!(trail[1]["resourceId"], json!(label));
+    assert_eq!(trail[0]["actorName"], json!("test"));
+    assert_eq!(trail[4]["actorName"], json!("test admin"));
+    // Newest first, and each stamped with a time.
+    let times: Vec<&str> = trail
+        .iter()
+        .map(|e| e["at"].as_str().expect("at"))
+        .collect();
+    let mut sorted = times.clone();
+    sorted.sort_unstable_by(|a, b| b.cmp(a));
+    assert_eq!(times, sorted);
+
+    // The other patient was seen in the search only.
+    let trail = events(&app, json!({ "p": other })).await;
+    assert_eq!(
+        summary(&trail),
+        vec![
+            event("user", "read", "patients", "patient"),
+            event("token", "create", "createPatient", "patient"),
+        ]
+    );
+
+    // Everything the staff user did, sign-in included: the search saw two patients.
+    let theirs = events(&app, json!({ "a": user_id })).await;
+    assert_eq!(
+        summary(&theirs),
+        vec![
+            event("user", "add_label", "addPatientLabel", "label"),
+            event("user", "read", "patients", "patient"),
+            event("user", "read", "patients", "patient"),
+            event("user", "read", "patient", "patient"),
+            event("user", "sign_in", "signIn", "token"),
+        ],
+        "{theirs:#?}"
+    );
+    assert!(theirs.iter().all(|e| e["actorId"] == json!(user_id)));
+
+    // A span of time in the future holds nothing.
+    let later = events(
+        &app,
+        json!({ "p": patient, "r": { "start": "2999-01-01T00:00:00Z", "end": "2999-12-31T00:00:00Z" } }),
+    )
+    .await;
+    assert!(later.is_empty());
+
+    // Reading the log needs `settings`, and another practice sees none of it.
+    let refused = app.gql(Some(&staff), EVENTS, json!({})).await;
+    assert_eq!(error_code(&refused), "FORBIDDEN");
+    let (_, elsewhere) = app.other_practice("Elsewhere").await;
+    let theirs = app
+        .gql(Some(&elsewhere), EVENTS, json!({ "p": patient }))
+        .await;
+    assert_eq!(theirs["data"]["auditEvents"]["data"], json!([]));
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn bookings_read_and_written_are_on_the_patients_trail(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let patient = app.patient("Ada", "Lovelace").await;
+    let doctor = app.doctor("Gregory", "House").await;
+    let made = app
+        .ok(
+            "mutation($d: BookingDataInput!) { createBooking(bookingData: $d) { data { id } error } }",
+            json!({ "d": {
+                "patient": patient, "doctor": doctor,
+                "start": "2030-01-07T09:00:00Z", "end": "2030-01-07T09:30:00Z"
+            } }),
+        )
+        .await;
+    let booking = made["createBooking"]["data"]["id"]
+        .as_str()
+        .expect("booking")
+        .to_string();
+    let desk = app.token(&["bookings:read"]).await;
+    let page = app
+        .gql(
+            Some(&desk),
+            "{ bookings(dateRange: { start: \"2030-01-07T00:00:00Z\", end: \"2030-01-08T00:00:00Z\" }) { data { id } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(page["data"]["bookings"]["data"][0]["id"], json!(booking));
+    let trail = events(&app, json!({ "p": patient })).await;
+    assert_eq!(
+        summary(&trail),
+        vec![
+            event("token", "read", "bookings", "booking"),
+            event("token", "create", "createBooking", "booking"),
+            event("token", "create", "createPatient", "patient"),
+        ]
+    );
+    assert_eq!(trail[0]["resourceId"], json!(booking));
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn sign_ins_and_failed_attempts_are_recorded(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let email = app.user("receptionist", "desk@example.com").await;
+    let failed = app
+        .gql(
+            None,
+            "mutation { signIn(email: \"desk@example.com\", password: \"wrong password\") { token error } }",
+            json!({}),
+        )
+        .await;
+    assert!(failed["data"]["signIn"]["error"].is_string());
+    let token = app.sign_in(&email, PASSWORD).await;
+    let signed_out = app
+        .gql(Some(&token), "mutation { signOut }", json!({}))
+        .await;
+    assert_eq!(signed_out["data"]["signOut"], json!(true));
+    // A failed attempt is recorded in the background, so that it takes no longer to answer
+    // than one for an unknown email: wait for it.
+    let mut trail = Vec::new();
+    for _ in 0..50 {
+        trail = events(&app, json!({})).await;
+        if trail.iter().any(|e| e["action"] == json!("sign_in_failed")) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut seen: Vec<(String, String, String, String)> = summary(&trail)
+        .into_iter()
+        .filter(|(actor, ..)| actor == "user")
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        vec![
+            event("user", "sign_in", "signIn", "token"),
+            event("user", "sign_in_failed", "signIn", "user"),
+            event("user", "sign_out", "signOut", "token"),
+        ]
+    );
+    // The operator's own writes are there too: the user made on the command line.
+    assert!(
+        summary(&trail).contains(&event("operator", "create", "user create", "user")),
+        "{trail:#?}"
+    );
+}
+
+/// Makes every insert into the audit log fail, as a full disk or a broken replica would.
+async fn break_the_audit_log(app: &TestApp, engine: Engine) {
+    sqlx::any::install_default_drivers();
+    let mut conn = sqlx::AnyConnection::connect(&app.database_url)
+        .await
+        .expect("connect");
+    let statements: &[&str] = match engine {
+        Engine::Sqlite => &[
+            "CREATE TRIGGER audit_refused BEFORE INSERT ON audit_events \
+             BEGIN SELECT RAISE(ABORT, 'audit log refused'); END",
+        ],
+        Engine::Postgres => &[
+            "CREATE FUNCTION audit_refused() RETURNS trigger LANGUAGE plpgsql AS \
+             $$ BEGIN RAISE EXCEPTION 'audit log refused'; END $$",
+            "CREATE TRIGGER audit_refused BEFORE INSERT ON audit_events \
+             FOR EACH ROW EXECUTE FUNCTION audit_refused()",
+        ],
+    };
+    for sql in statements {
+        sqlx::query(sqlx::AssertSqlSafe(*sql))
+            .execute(&mut conn)
+            .await
+            .expect("install the trigger");
+    }
+    let _ = conn.close().await;
+}
+
+async fn mend_the_audit_log(app: &TestApp) {
+    let mut conn = sqlx::AnyConnection::connect(&app.database_url)
+        .await
+        .expect("connect");
+    sqlx::query("DROP TRIGGER audit_refused ON audit_events")
+        .execute(&mut conn)
+        .await
+        .or(sqlx::query("DROP TRIGGER audit_refused")
+            .execute(&mut conn)
+            .await)
+        .expect("drop the trigger");
+    let _ = conn.close().await;
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn nothing_happens_that_the_log_cannot_record(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let patient = app.patient("Ada", "Lovelace").await;
+    let label = app.label("VIP").await;
+    break_the_audit_log(&app, engine).await;
+
+    // A write fails, and leaves nothing behind.
+    let labelled = app
+        .gql(
+            Some(&app.admin_token),
+            "mutation($p: ID!, $l: ID!) { addPatientLabel(patientId: $p, labelReferenceId: $l) { data { id } error } }",
+            json!({ "p": patient, "l": label }),
+        )
+        .await;
+    assert_eq!(error_code(&labelled), "INTERNAL_SERVER_ERROR", "{labelled}");
+    assert!(
+        !labelled.to_string().contains("audit log refused"),
+        "{labelled}"
+    );
+    let created = app
+        .gql(
+            Some(&app.admin_token),
+            "mutation { createPatient(patientData: { first: \"Alan\", last: \"Turing\" }) { data { id } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(error_code(&created), "INTERNAL_SERVER_ERROR", "{created}");
+
+    // A read is withheld.
+    let read = app
+        .post_json(
+            Some(&app.admin_token),
+            &json!({ "query": "query($id: ID!) { patient(id: $id) { firstName } }", "variables": { "id": patient } }),
+        )
+        .await;
+    assert_eq!(read.status.as_u16(), 503, "{}", read.body);
+    assert_eq!(read.code(), "SERVICE_UNAVAILABLE");
+    assert!(!read.body.to_string().contains("Ada"), "{}", read.body);
+    // What reads no patient data still works.
+    app.assert_serving().await;
+
+    mend_the_audit_log(&app).await;
+    let data = app
+        .ok(
+            "query($id: ID!) { patient(id: $id) { labels { id } } patients { data { firstName } } }",
+            json!({ "id": patient }),
+        )
+        .await;
+    assert_eq!(
+        data["patient"]["labels"],
+        json!([]),
+        "the label must not be on"
+    );
+    assert_eq!(data["patients"]["data"], json!([{ "firstName": "Ada" }]));
+    let trail = events(&app, json!({ "p": patient })).await;
+    assert_eq!(
+        summary(&trail),
+        vec![
+            event("token", "read", "patients", "patient"),
+            event("token", "read", "patient", "patient"),
+            event("token", "create", "createPatient", "patient"),
+        ]
+    );
+}

@@ -1,0 +1,239 @@
+//! Idempotent retries: a mutation retried with the same Idempotency-Key runs once.
+
+use rstest::rstest;
+use serde_json::{Value, json};
+
+use crate::helpers::{Engine, Raw, TestApp};
+use crate::spawn;
+
+const CREATE: &str = "mutation($d: CreatePatientDataInput!) { createPatient(patientData: $d) { data { id firstName } error } }";
+
+/// Sends createPatient for `first` with `key` as Idempotency-Key.
+async fn create(app: &TestApp, token: &str, key: &str, first: &str) -> Raw {
+    let body =
+        json!({ "query": CREATE, "variables": { "d": { "first": first, "last": "Lovelace" } } });
+    app.send(
+        app.client
+            .post(&app.url)
+            .header("x-token", token)
+            .header("idempotency-key", key)
+            .json(&body),
+    )
+    .await
+}
+
+async fn patient_count(app: &TestApp) -> usize {
+    let data = app
+        .ok(
+            "{ patients(pagination: { pageSize: 100 }) { data { id } } }",
+            json!({}),
+        )
+        .await;
+    data["patients"]["data"].as_array().map_or(0, Vec::len)
+}
+
+fn replayed(raw: &Raw) -> bool {
+    raw.headers
+        .get("idempotent-replayed")
+        .is_some_and(|v| v == "true")
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_retried_mutation_runs_once(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let token = app.token(&["patients:write"]).await;
+    let key = "0b6a1c8e-8f5e-4a55-9a4f-8d1f0f7e2c11";
+
+    let first = create(&app, &token, key, "Ada").await;
+    assert_eq!(first.status.as_u16(), 200, "{}", first.body);
+    assert!(!replayed(&first));
+    let id = first.body["data"]["createPatient"]["data"]["id"].clone();
+    assert!(id.is_string(), "{}", first.body);
+
+    // The retry gets the first response, word for word, and writes nothing.
+    let retry = create(&app, &token, key, "Ada").await;
+    assert_eq!(retry.status.as_u16(), 200);
+    assert!(replayed(&retry));
+    assert_eq!(retry.body, first.body);
+    // So does a retry through another instance.
+    let other = app.another_instance().await;
+    let through_other = create(&other, &token, key, "Ada").await;
+    assert!(replayed(&through_other));
+    assert_eq!(through_other.body, first.body);
+    assert_eq!(patient_count(&app).await, 1);
+
+    // The same key with a different request is refused, and writes nothing.
+    let different = create(&app, &token, key, "Grace").await;
+    assert_eq!(different.status.as_u16(), 422, "{}", different.body);
+    assert_eq!(different.code(), "IDEMPOTENCY_KEY_REUSED");
+    assert_eq!(patient_count(&app).await, 1);
+
+    // A key belongs to its token: another token's request with it is its own.
+    let other_token = app.token(&["patients:write"]).await;
+    let theirs = create(&app, &other_token, key, "Ada").await;
+    assert!(!replayed(&theirs));
+    assert_ne!(theirs.body["data"]["createPatient"]["data"]["id"], id);
+    assert_eq!(patient_count(&app).await, 2);
+
+    // A new key is a new request.
+    let again = create(&app, &token, "another-key", "Ada").await;
+    assert!(!replayed(&again));
+    assert_eq!(patient_count(&app).await, 3);
+
+    // The audit log holds one write for the first key (and the reads that counted).
+    let trail = app
+        .ok(
+            "query($p: ID) { auditEvents(patientId: $p) { data { action } } }",
+            json!({ "p": id }),
+        )
+        .await;
+    let writes: Vec<&Value> = trail["auditEvents"]["data"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["action"] != json!("read"))
+        .collect();
+    assert_eq!(writes, vec![&json!({ "action": "create" })], "{trail}");
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn retries_at_the_same_time_write_once(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let token = app.token(&["patients:write"]).await;
+    let retries = (0..12).map(|_| create(&app, &token, "at-once", "Ada"));
+    let answers: Vec<Raw> = futures_util::future::join_all(retries).await;
+    let mut ids = Vec::new();
+    for raw in &answers {
+        match raw.status.as_u16() {
+            200 => ids.push(raw.body["data"]["createPatient"]["data"]["id"].clone()),
+            409 => {
+                assert_eq!(raw.code(), "IDEMPOTENCY_KEY_IN_USE", "{}", raw.body);
+                assert_eq!(
+                    raw.headers.get("retry-after").map(|v| v.as_bytes()),
+                    Some(&b"1"[..])
+                );
+            }
+            other => panic!("unexpected {other}: {}", raw.body),
+        }
+    }
+    assert!(!ids.is_empty());
+    assert!(
+        ids.iter().all(|id| id == &ids[0] && id.is_string()),
+        "{ids:?}"
+    );
+    assert_eq!(patient_count(&app).await, 1);
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_bad_key_is_refused_and_a_query_ignores_its_key(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let too_long = "k".repeat(256);
+    let refused = create(&app, &app.admin_token, &too_long, "Ada").await;
+    assert_eq!(refused.status.as_u16(), 400, "{}", refused.body);
+    assert!(
+        refused.body["errors"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Idempotency-Key")),
+        "{}",
+        refused.body
+    );
+    assert_eq!(patient_count(&app).await, 0);
+
+    // A query runs every time, key or not.
+    let query = json!({ "query": "{ currentPractice { id } }" });
+    for _ in 0..2 {
+        let raw = app
+            .send(
+                app.client
+                    .post(&app.url)
+                    .header("x-token", &app.admin_token)
+                    .header("idempotency-key", "q")
+                    .json(&query),
+            )
+            .await;
+        assert_eq!(raw.status.as_u16(), 200);
+        assert!(!replayed(&raw));
+        assert_eq!(
+            raw.body["data"]["currentPractice"]["id"],
+            Value::from(app.practice_id.clone())
+        );
+    }
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn keys_expire_after_a_day_and_unfinished_claims_are_taken_over(#[case] engine: Engine) {
+    use practice_api::store::idempotency::{Claim, Claimed, Reclaim, StoredResponse};
+    let app = spawn!(engine);
+    let tokens = app.ok("{ apiTokens { id } }", json!({})).await;
+    let token_id = tokens["apiTokens"][0]["id"].as_str().expect("token id");
+    let practice = app.store.practice(&app.practice_id);
+    let hour = 3_600_000;
+    let now = 100 * 24 * hour;
+    let reclaim = |at: i64| Reclaim {
+        expired_before: at - 24 * hour,
+        abandoned_before: at - 60_000,
+    };
+    let claim = |request_hash| Claim {
+        token_id,
+        key: "k",
+        request_hash,
+    };
+    let claimed = |c, at| practice.claim_idempotency_key(c, at, reclaim(at));
+
+    assert!(matches!(claimed(claim("a"), now).await, Ok(Claimed::Mine)));
+    // Unfinished: a retry waits, until the claim is abandoned; then the same request may
+    // take it over, and a different one may not.
+    assert!(matches!(
+        claimed(claim("a"), now + 1_000).await,
+        Ok(Claimed::Pending)
+    ));
+    assert!(matches!(
+        claimed(claim("b"), now + 120_000).await,
+        Ok(Claimed::OtherRequest)
+    ));
+    assert!(matches!(
+        claimed(claim("a"), now + 120_000).await,
+        Ok(Claimed::Mine)
+    ));
+    let response = StoredResponse {
+        status: 200,
+        content_type: "application/json".into(),
+        response: "{}".into(),
+    };
+    practice
+        .finish_idempotency_key(claim("a"), &response)
+        .await
+        .expect("finish");
+    match claimed(claim("a"), now + 23 * hour).await {
+        Ok(Claimed::Done(kept)) => assert_eq!(kept.response, "{}"),
+        other => panic!("expected the kept response, got {other:?}"),
+    }
+    // A day on, the key is free again, for any request.
+    assert!(matches!(
+        claimed(claim("c"), now + 25 * hour).await,
+        Ok(Claimed::Mine)
+    ));
+    // The sweep deletes what is older than it is told.
+    let swept = app
+        .store
+        .forget_idempotency_keys(now + 26 * hour)
+        .await
+        .expect("sweep");
+    assert_eq!(swept, 1);
+    assert!(matches!(
+        claimed(claim("d"), now + 26 * hour).await,
+        Ok(Claimed::Mine)
+    ));
+}
