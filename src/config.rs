@@ -79,6 +79,24 @@ pub struct ServeConfig {
     )]
     pub request_timeout: Duration,
 
+    /// Longest a client may take to send a request's headers, and longest an idle connection
+    /// is kept open, before it is closed (e.g. 10s).
+    #[arg(
+        long,
+        env = "PRACTICE_HEADER_TIMEOUT",
+        default_value = "10s",
+        value_parser = parse_duration
+    )]
+    pub header_timeout: Duration,
+
+    /// Most client connections open at once; further clients wait in the listen queue.
+    #[arg(
+        long = "max-connections",
+        env = "PRACTICE_MAX_CONNECTIONS",
+        default_value_t = 1000
+    )]
+    pub max_client_connections: usize,
+
     /// Requests a minute each token may make (requests without a token: each client address).
     #[arg(long, env = "PRACTICE_RATE_LIMIT", default_value_t = 240)]
     pub rate_limit: u32,
@@ -133,6 +151,8 @@ impl Default for ServeConfig {
             user_token_ttl: Duration::from_secs(12 * 3600),
             max_body_bytes: 1_048_576,
             request_timeout: Duration::from_secs(30),
+            header_timeout: Duration::from_secs(10),
+            max_client_connections: 1000,
             rate_limit: 240,
             max_depth: limits.max_depth,
             max_cost: limits.max_cost,

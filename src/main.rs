@@ -366,3 +366,15 @@ async fn shutdown_signal() {
         () = terminate => {},
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// clap checks the whole command line's definition: no two arguments share an id, every
+    /// default parses. A clash would otherwise show only when that command runs.
+    #[test]
+    fn the_command_line_is_well_formed() {
+        super::Cli::command().debug_assert();
+    }
+}

@@ -6,9 +6,9 @@ mod graphql;
 mod idempotency;
 mod order;
 mod rate_limit;
+mod server;
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +23,7 @@ use tower_http::trace::TraceLayer;
 
 use self::audit::ReadAudit;
 use self::rate_limit::RateLimits;
+use self::server::ConnectionLimits;
 use crate::config::ServeConfig;
 use crate::graphql::limits::Limits;
 use crate::graphql::{ApiSchema, ApiSettings, build_schema};
@@ -39,6 +40,8 @@ pub struct AppState {
     pub request_timeout: Duration,
     /// Records the reads of queries in the audit log.
     pub read_audit: ReadAudit,
+    /// What a client connection may cost.
+    pub connections: ConnectionLimits,
 }
 
 impl AppState {
@@ -59,6 +62,11 @@ impl AppState {
             rate_limits: Arc::new(RateLimits::new(config.rate_limit)),
             request_timeout: config.request_timeout,
             read_audit,
+            connections: ConnectionLimits {
+                header_timeout: config.header_timeout,
+                max_connections: config.max_client_connections,
+                drain_timeout: config.request_timeout,
+            },
         }
     }
 }
@@ -173,12 +181,8 @@ pub async fn serve(
             idempotency::sweep(&store).await;
         }
     });
-    let served = axum::serve(
-        listener,
-        router(state).into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await;
+    let limits = state.connections;
+    server::run(listener, router(state), limits, shutdown).await;
     sweeper.abort();
-    served
+    Ok(())
 }

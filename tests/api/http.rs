@@ -686,3 +686,82 @@ async fn thousands_of_nested_brackets_are_refused_before_parsing(#[case] engine:
     }
     app.assert_serving().await;
 }
+
+/// Reads from a raw connection until the server closes it; None if it is still open after
+/// `wait`. Returns what was read.
+async fn read_until_closed(
+    stream: &mut tokio::net::TcpStream,
+    wait: std::time::Duration,
+) -> Option<String> {
+    use tokio::io::AsyncReadExt;
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buffer)).await {
+            Err(_) => return None,
+            Ok(Ok(0)) | Ok(Err(_)) => return Some(String::from_utf8_lossy(&received).into()),
+            Ok(Ok(n)) => received.extend_from_slice(&buffer[..n]),
+        }
+    }
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn slow_and_idle_clients_are_cut_off_and_others_are_served(#[case] engine: Engine) {
+    use tokio::io::AsyncWriteExt;
+    let app = spawn!(
+        engine,
+        ServeConfig {
+            header_timeout: std::time::Duration::from_millis(300),
+            max_client_connections: 4,
+            ..crate::helpers::test_config()
+        }
+    );
+    let address = app
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/graphql")
+        .to_string();
+    // More clients than there are connections, each sending half a request and then nothing.
+    let mut slow = Vec::new();
+    for _ in 0..6 {
+        let mut stream = tokio::net::TcpStream::connect(&address)
+            .await
+            .expect("connect");
+        stream
+            .write_all(b"POST /graphql HTTP/1.1\r\nHost: practice\r\nContent-Type: appl")
+            .await
+            .expect("write");
+        slow.push(stream);
+    }
+    // A well-behaved client is still served: the slow ones are closed after the header
+    // timeout, and it gets their place.
+    let answered = app.ok("{ currentPractice { id } }", json!({})).await;
+    assert_eq!(answered["currentPractice"]["id"], json!(app.practice_id));
+    for stream in &mut slow {
+        let closed = read_until_closed(stream, std::time::Duration::from_secs(20)).await;
+        assert!(closed.is_some(), "a slow client's connection is still open");
+    }
+
+    // A connection left idle after its response is closed too.
+    let mut idle = tokio::net::TcpStream::connect(&address)
+        .await
+        .expect("connect");
+    let body = json!({ "query": "{ currentPractice { id } }" }).to_string();
+    let request = format!(
+        "POST /graphql HTTP/1.1\r\nHost: practice\r\nContent-Type: application/json\r\n\
+         x-token: {}\r\nContent-Length: {}\r\n\r\n{body}",
+        app.admin_token,
+        body.len()
+    );
+    idle.write_all(request.as_bytes()).await.expect("write");
+    let received = read_until_closed(&mut idle, std::time::Duration::from_secs(20))
+        .await
+        .expect("an idle connection is closed");
+    assert!(received.starts_with("HTTP/1.1 200"), "{received}");
+    assert!(received.contains(&app.practice_id), "{received}");
+    app.assert_serving().await;
+}
