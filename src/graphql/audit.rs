@@ -115,7 +115,7 @@ impl AuditQueries {
     }
 }
 
-/// The reads of patient data one query makes, to be recorded before its response leaves.
+/// The reads of patient data one operation makes, to be recorded before its response leaves.
 #[derive(Debug, Default)]
 pub struct ReadLog {
     /// The operation's root fields, by response key (an alias, or the field's name).
@@ -124,7 +124,7 @@ pub struct ReadLog {
 }
 
 impl ReadLog {
-    /// A log for the query `operation_name` of `doc`.
+    /// A log for the operation `operation_name` of `doc`.
     pub fn new(doc: &ExecutableDocument, operation_name: Option<&str>) -> ReadLog {
         let mut roots = HashMap::new();
         if let Some(operation) = find_operation(doc, operation_name) {
@@ -154,8 +154,8 @@ impl ReadLog {
     }
 }
 
-/// Notes that a query hands out a record of patient data. Mutations note nothing: what they
-/// return is what they wrote, and the write is recorded.
+/// Notes that a resolver hands out a record of patient data. The record a mutation returns is
+/// not noted (its write is recorded); what its result reaches beyond it is.
 pub fn note_read(
     ctx: &Context<'_>,
     resource_type: &'static str,

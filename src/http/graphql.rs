@@ -91,13 +91,18 @@ impl MediaType {
 }
 
 /// A response body with its status.
-struct Reply {
-    status: StatusCode,
+pub(super) struct Reply {
+    pub status: StatusCode,
     media: MediaType,
-    body: Value,
+    pub body: Value,
 }
 
 impl Reply {
+    /// The response's content type.
+    pub fn content_type(&self) -> &'static str {
+        self.media.content_type()
+    }
+
     /// A request that did not run: errors only, no `data` key.
     fn request_error(media: MediaType, status: StatusCode, code: &str, message: &str) -> Reply {
         Reply {
@@ -477,45 +482,46 @@ pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
         .get::<ConnectInfo<SocketAddr>>()
         .map(|ConnectInfo(addr)| addr.ip());
     let mut request = request.data(graphql::ClientAddress(address));
-    // A query's reads of patient data are recorded before its data leaves.
-    let reads = match (&principal, shape) {
-        (Some(principal), Some(s)) if s.kind == OperationKind::Query => {
-            let log = Arc::new(ReadLog::new(&doc, operation_name.as_deref()));
-            request = request.data(log.clone());
-            Some((log, principal.practice_id.clone(), principal.actor.clone()))
-        }
-        _ => None,
-    };
+    // The reads of patient data are recorded before the data leaves: a query's, and what a
+    // mutation's result reaches beyond its own record (a booking's doctor's bookings).
+    let mut reads = None;
+    if let Some(principal) = &principal {
+        let log = Arc::new(ReadLog::new(&doc, operation_name.as_deref()));
+        request = request.data(log.clone());
+        reads = Some((log, principal.practice_id.clone(), principal.actor.clone()));
+    }
     let request = graphql::for_caller(request, &app.store, principal, shape.map(|s| s.kind));
     let response = app.schema.execute(request).await;
-    if let Some((log, practice_id, actor)) = reads {
-        let reads = Reads {
-            practice_id,
-            actor,
-            reads: log.take(),
-        };
-        if !app.read_audit.record(reads).await {
-            let mut response = Reply::request_error(
-                media,
-                StatusCode::SERVICE_UNAVAILABLE,
-                code::SERVICE_UNAVAILABLE,
-                "The audit log could not be written, so the data read is withheld; try again \
-                 shortly",
-            )
-            .into_response();
-            app.rate_limits.headers(decision, response.headers_mut());
-            return response;
+    let recorded = match reads {
+        Some((log, practice_id, actor)) => {
+            let reads = Reads {
+                practice_id,
+                actor,
+                reads: log.take(),
+            };
+            app.read_audit.record(reads).await
         }
-    }
-    let request_id = parts.extensions.get::<RequestId>().map(|id| id.0.as_str());
-    let mut reply = finish(media, response, request_id);
-    if let Some(data) = reply.body.get_mut("data") {
-        super::order::in_selection_order(data, &doc, operation_name.as_deref());
-    }
+        None => true,
+    };
+    let mut reply = if recorded {
+        let request_id = parts.extensions.get::<RequestId>().map(|id| id.0.as_str());
+        let mut reply = finish(media, response, request_id);
+        if let Some(data) = reply.body.get_mut("data") {
+            super::order::in_selection_order(data, &doc, operation_name.as_deref());
+        }
+        reply
+    } else {
+        Reply::request_error(
+            media,
+            StatusCode::SERVICE_UNAVAILABLE,
+            code::SERVICE_UNAVAILABLE,
+            "The audit log could not be written, so the data read is withheld; try again \
+             shortly",
+        )
+    };
     reply.body["extensions"]["cost"] = cost;
     if let Some(held) = held_key {
-        let content_type = reply.media.content_type();
-        idempotency::finish(&app.store, held, reply.status, content_type, &reply.body).await;
+        idempotency::finish(&app.store, held, &reply).await;
     }
     let mut response = reply.into_response();
     app.rate_limits.headers(decision, response.headers_mut());

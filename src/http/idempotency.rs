@@ -10,7 +10,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::auth::Principal;
+use crate::auth::{Principal, secret};
+use crate::graphql::error::code;
 use crate::store::idempotency::{Claim, Claimed, Reclaim, StoredResponse};
 use crate::store::{StoreError, now_ms};
 
@@ -57,9 +58,26 @@ pub fn request_hash(
     operation_name: Option<&str>,
     variables: Option<&Map<String, Value>>,
 ) -> String {
+    let mut variables = variables.map(|v| Value::Object(v.clone()));
+    if let Some(variables) = variables.as_mut() {
+        sort_keys(variables);
+    }
     let canonical = serde_json::json!([query, operation_name, variables]);
     let digest = Sha256::digest(canonical.to_string().as_bytes());
     digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Puts the keys of every object in order, so that a retry that sends its variables in
+/// another order is the same request.
+fn sort_keys(value: &mut Value) {
+    match value {
+        Value::Object(fields) => {
+            fields.sort_keys();
+            fields.values_mut().for_each(sort_keys);
+        }
+        Value::Array(items) => items.iter_mut().for_each(sort_keys),
+        _ => {}
+    }
 }
 
 /// A key this request holds: its response is kept when it is done.
@@ -120,14 +138,14 @@ pub async fn claim(
         Claimed::Done(stored) => Ok(Outcome::Answer(replay(stored))),
         Claimed::Pending => Err((
             StatusCode::CONFLICT,
-            crate::graphql::error::code::IDEMPOTENCY_KEY_IN_USE,
+            code::IDEMPOTENCY_KEY_IN_USE,
             "A request with this Idempotency-Key is still being handled; retry in a moment \
              to get its response"
                 .into(),
         )),
         Claimed::OtherRequest => Err((
             StatusCode::UNPROCESSABLE_ENTITY,
-            crate::graphql::error::code::IDEMPOTENCY_KEY_REUSED,
+            code::IDEMPOTENCY_KEY_REUSED,
             "This Idempotency-Key was used for a different request: send a new key with each \
              new request, and the same key only with a retry of the same request"
                 .into(),
@@ -135,26 +153,57 @@ pub async fn claim(
     })
 }
 
-/// Keeps the response of a request that held its key. If it cannot be kept, a retry finds
-/// the claim unfinished and, once it is abandoned, runs again: said in the log.
-pub async fn finish(
-    store: &crate::store::Store,
-    held: Held,
-    status: StatusCode,
-    content_type: &str,
-    body: &Value,
-) {
-    let response = StoredResponse {
-        status: i64::from(status.as_u16()),
-        content_type: content_type.to_string(),
-        response: body.to_string(),
+/// Keeps the response of a request that held its key, for its retries; secrets in it (the
+/// token of createApiToken or signIn, shown once) are kept as null. A request that failed
+/// for a passing reason before it changed anything (every root field null, every error
+/// INTERNAL_SERVER_ERROR or SERVICE_UNAVAILABLE) lets its key go instead, so that a retry runs
+/// it again. If the response cannot be kept, a retry finds the claim unfinished and, once it
+/// is abandoned, runs again: said in the log.
+pub async fn finish(store: &crate::store::Store, held: Held, reply: &super::graphql::Reply) {
+    let practice = store.practice(&held.practice_id);
+    let done = if failed_before_writing(&reply.body) {
+        practice.release_idempotency_key(held.claim()).await
+    } else {
+        let mut body = reply.body.clone();
+        redact_secrets(&mut body);
+        let response = StoredResponse {
+            status: i64::from(reply.status.as_u16()),
+            content_type: reply.content_type().to_string(),
+            response: body.to_string(),
+        };
+        practice
+            .finish_idempotency_key(held.claim(), &response)
+            .await
     };
-    let kept = store
-        .practice(&held.practice_id)
-        .finish_idempotency_key(held.claim(), &response)
-        .await;
-    if let Err(error) = kept {
+    if let Err(error) = done {
         tracing::error!(%error, "could not keep the response of an idempotent request");
+    }
+}
+
+/// True when a response holds no data and only errors that say "try again".
+fn failed_before_writing(body: &Value) -> bool {
+    let no_data = match body.get("data") {
+        None | Some(Value::Null) => true,
+        Some(Value::Object(fields)) => fields.values().all(Value::is_null),
+        Some(_) => false,
+    };
+    let transient = |e: &Value| {
+        matches!(
+            e["extensions"]["code"].as_str(),
+            Some(code::INTERNAL_SERVER_ERROR | code::SERVICE_UNAVAILABLE)
+        )
+    };
+    let errors = body["errors"].as_array();
+    no_data && errors.is_some_and(|errors| !errors.is_empty() && errors.iter().all(transient))
+}
+
+/// Replaces every token secret in a response with null.
+fn redact_secrets(value: &mut Value) {
+    match value {
+        Value::String(text) if secret::practice_of(text).is_some() => *value = Value::Null,
+        Value::Array(items) => items.iter_mut().for_each(redact_secrets),
+        Value::Object(fields) => fields.values_mut().for_each(redact_secrets),
+        _ => {}
     }
 }
 
@@ -226,5 +275,46 @@ mod tests {
         assert_ne!(a, request_hash("mutation { x }", Some("X"), Some(&vars)));
         assert_ne!(a, request_hash("mutation { y }", None, Some(&vars)));
         assert_ne!(a, request_hash("mutation { x }", None, None));
+        let one: Map<String, Value> =
+            serde_json::from_str(r#"{"a":1,"b":{"c":2,"d":[{"e":3,"f":4}]}}"#).expect("json");
+        let other: Map<String, Value> =
+            serde_json::from_str(r#"{"b":{"d":[{"f":4,"e":3}],"c":2},"a":1}"#).expect("json");
+        assert_eq!(
+            request_hash("m", None, Some(&one)),
+            request_hash("m", None, Some(&other))
+        );
+    }
+
+    #[test]
+    fn keeps_no_secret_and_lets_passing_failures_go() {
+        let secret = format!("pa_p1_{}", "ab".repeat(32));
+        let mut body = serde_json::json!({ "data": { "createApiToken": {
+            "token": secret, "data": { "name": "pa_not_a_secret" } } } });
+        redact_secrets(&mut body);
+        assert_eq!(body["data"]["createApiToken"]["token"], Value::Null);
+        assert_eq!(
+            body["data"]["createApiToken"]["data"]["name"],
+            "pa_not_a_secret"
+        );
+
+        let failed = |code: &str, data: Value| serde_json::json!({ "data": data, "errors": [{ "extensions": { "code": code } }] });
+        let null = serde_json::json!({ "createPatient": null });
+        assert!(failed_before_writing(&failed(
+            "SERVICE_UNAVAILABLE",
+            null.clone()
+        )));
+        assert!(failed_before_writing(&failed(
+            "INTERNAL_SERVER_ERROR",
+            Value::Null
+        )));
+        assert!(!failed_before_writing(&failed("BAD_USER_INPUT", null)));
+        let partly = serde_json::json!({ "a": { "data": { "id": "1" } }, "b": null });
+        assert!(!failed_before_writing(&failed(
+            "SERVICE_UNAVAILABLE",
+            partly
+        )));
+        assert!(!failed_before_writing(
+            &serde_json::json!({ "data": { "a": null } })
+        ));
     }
 }

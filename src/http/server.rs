@@ -11,8 +11,8 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto::Builder;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -39,16 +39,13 @@ pub async fn run(
     limits: ConnectionLimits,
     shutdown: impl Future<Output = ()>,
 ) {
-    let mut builder = Builder::new(TokioExecutor::new());
+    // HTTP/1.1 only: its header timeout runs from the moment a connection opens, so a client
+    // that sends nothing is closed too. (hyper-util's HTTP/1-or-2 builder first waits,
+    // without a timer, to tell the versions apart.) HTTP/2 and TLS are for the proxy in front.
+    let mut builder = http1::Builder::new();
     builder
-        .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .keep_alive_interval(Some(limits.header_timeout))
-        .keep_alive_timeout(limits.header_timeout);
     let graceful = GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let mut shutdown = std::pin::pin!(shutdown);
@@ -81,10 +78,8 @@ pub async fn run(
                 .insert(ConnectInfo::<SocketAddr>(remote));
             router.clone().call(request)
         });
-        let connection = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), service)
-            .into_owned();
-        let connection = graceful.watch(connection);
+        // No upgrades: the API has no websockets.
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
             if let Err(error) = connection.await {
                 // A client that went away, or one cut off by the header timeout.

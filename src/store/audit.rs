@@ -269,14 +269,10 @@ async fn insert(
 ) -> StoreResult<()> {
     let at = now_ms();
     for chunk in rows.chunks(ROWS_PER_STATEMENT) {
-        let mut sql = format!("INSERT INTO audit_events (practice_id, {EVENT_COLUMNS}) VALUES ");
-        for i in 0..chunk.len() {
-            if i > 0 {
-                sql.push_str(", ");
-            }
-            let first = i * INSERT_COLUMNS + 1;
-            sql.push_str(&format!("({})", super::placeholders(first, INSERT_COLUMNS)));
-        }
+        let sql = format!(
+            "INSERT INTO audit_events (practice_id, {EVENT_COLUMNS}) VALUES {}",
+            super::values_lists(chunk.len(), INSERT_COLUMNS)
+        );
         let mut query: sqlx::query::Query<'_, Any, AnyArguments> =
             sqlx::query(sqlx::AssertSqlSafe(sql));
         for row in chunk {

@@ -135,6 +135,23 @@ impl PracticeStore<'_> {
     }
 }
 
+impl PracticeStore<'_> {
+    /// Lets go of a key whose request changed nothing, so that a retry runs it again.
+    pub async fn release_idempotency_key(&self, claim: Claim<'_>) -> StoreResult<()> {
+        sqlx::query(
+            "DELETE FROM idempotency_keys WHERE practice_id = $1 AND token_id = $2 \
+             AND idempotency_key = $3 AND request_hash = $4 AND status IS NULL",
+        )
+        .bind(self.practice_id)
+        .bind(claim.token_id)
+        .bind(claim.key)
+        .bind(claim.request_hash)
+        .execute(self.write())
+        .await?;
+        Ok(())
+    }
+}
+
 impl Store {
     /// Forgets keys claimed before `before` (milliseconds), in every practice. Returns how
     /// many.

@@ -102,16 +102,32 @@ impl PracticeStore<'_> {
             "DELETE FROM labels WHERE practice_id = $1 AND id = $2 RETURNING {LABEL_COLUMNS}"
         );
         let mut tx = self.begin_write().await?;
+        // The patients who lose the label, for their trails in the audit log.
+        let on: Vec<(String,)> = sqlx::query_as(
+            "SELECT patient_id FROM patient_labels WHERE practice_id = $1 AND label_id = $2",
+        )
+        .bind(self.practice_id)
+        .bind(id)
+        .fetch_all(&mut *tx)
+        .await?;
         let label: Option<Label> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(self.practice_id)
             .bind(id)
             .fetch_optional(&mut *tx)
             .await?;
-        if let Some(label) = &label {
-            self.commit(tx, Event::of("delete", "label", &label.id))
-                .await?;
-        }
-        Ok(label)
+        let Some(label) = label else {
+            return Ok(None);
+        };
+        let mut events = vec![Event::of("delete", "label", &label.id)];
+        events.extend(on.iter().map(|(patient_id,)| Event {
+            action: "remove_label",
+            resource_type: "label",
+            resource_id: &label.id,
+            patient_id: Some(patient_id),
+        }));
+        self.record_in(&mut tx, &events).await?;
+        tx.commit().await?;
+        Ok(Some(label))
     }
 
     /// Finishes a label's write: a title in use is refused.

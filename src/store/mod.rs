@@ -418,6 +418,15 @@ fn placeholders(first: usize, count: usize) -> String {
         .join(", ")
 }
 
+/// `($1, ..., $k), ($k+1, ...), ...`: `rows` lists of `columns` placeholders, for a
+/// multi-row INSERT.
+fn values_lists(rows: usize, columns: usize) -> String {
+    (0..rows)
+        .map(|row| format!("({})", placeholders(row * columns + 1, columns)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Escapes `%`, `_` and `\` for a `LIKE ... ESCAPE '\'` pattern.
 fn like_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
@@ -430,9 +439,30 @@ fn like_escape(text: &str) -> String {
     out
 }
 
+/// Escapes `*`, `?` and `[` for a GLOB pattern (each becomes a one-character class).
+fn glob_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    for c in text.chars() {
+        match c {
+            '*' | '?' | '[' => {
+                out.push('[');
+                out.push(c);
+                out.push(']');
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn escapes_glob_wildcards() {
+        assert_eq!(glob_escape("a*b?c[d]"), "a[*]b[?]c[[]d]");
+    }
 
     #[test]
     fn redacts_password() {

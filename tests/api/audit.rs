@@ -176,6 +176,18 @@ async fn who_looked_at_a_patient_and_who_changed_it(#[case] engine: Engine) {
     );
     assert!(theirs.iter().all(|e| e["actorId"] == json!(user_id)));
 
+    // Deleting the label from the catalogue takes it off the patient: on the patient's trail.
+    app.ok(
+        "mutation($id: ID!) { deleteLabel(id: $id) { error } }",
+        json!({ "id": label }),
+    )
+    .await;
+    let trail = events(&app, json!({ "p": patient })).await;
+    assert_eq!(
+        summary(&trail[..1]),
+        vec![event("token", "remove_label", "deleteLabel", "label")]
+    );
+
     // A span of time in the future holds nothing.
     let later = events(
         &app,
@@ -234,6 +246,41 @@ async fn bookings_read_and_written_are_on_the_patients_trail(#[case] engine: Eng
         ]
     );
     assert_eq!(trail[0]["resourceId"], json!(booking));
+
+    // A mutation's result that reaches other records of patient data records them as read:
+    // here the doctor's bookings and their patients, through an empty update.
+    let other = app.patient("Alan", "Turing").await;
+    app.ok(
+        "mutation($d: BookingDataInput!) { createBooking(bookingData: $d) { error } }",
+        json!({ "d": {
+            "patient": other, "doctor": doctor,
+            "start": "2030-01-07T10:00:00Z", "end": "2030-01-07T10:30:00Z"
+        } }),
+    )
+    .await;
+    let reached = app
+        .ok(
+            "mutation($id: ID!) { updateBooking(id: $id, bookingData: {}) { data { doctor {
+                bookings(start: \"2030-01-07\", end: \"2030-01-07\") { data { patient { lastName } } }
+            } } } }",
+            json!({ "id": booking }),
+        )
+        .await;
+    let seen = &reached["updateBooking"]["data"]["doctor"]["bookings"]["data"];
+    assert_eq!(seen.as_array().map(Vec::len), Some(2), "{reached}");
+    let trail = events(&app, json!({ "p": other })).await;
+    let mut reads: Vec<_> = summary(&trail)
+        .into_iter()
+        .filter(|(_, action, ..)| action == "read")
+        .collect();
+    reads.sort();
+    assert_eq!(
+        reads,
+        vec![
+            event("token", "read", "updateBooking", "booking"),
+            event("token", "read", "updateBooking", "patient"),
+        ]
+    );
 }
 
 #[rstest]

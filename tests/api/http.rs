@@ -725,16 +725,19 @@ async fn slow_and_idle_clients_are_cut_off_and_others_are_served(#[case] engine:
         .trim_start_matches("http://")
         .trim_end_matches("/graphql")
         .to_string();
-    // More clients than there are connections, each sending half a request and then nothing.
+    // More clients than there are connections, each sending half a request and then
+    // nothing, or nothing at all, or the start of an HTTP/2 preface.
     let mut slow = Vec::new();
-    for _ in 0..6 {
+    for i in 0..6 {
         let mut stream = tokio::net::TcpStream::connect(&address)
             .await
             .expect("connect");
-        stream
-            .write_all(b"POST /graphql HTTP/1.1\r\nHost: practice\r\nContent-Type: appl")
-            .await
-            .expect("write");
+        let start: &[u8] = match i % 3 {
+            0 => b"POST /graphql HTTP/1.1\r\nHost: practice\r\nContent-Type: appl",
+            1 => b"",
+            _ => b"PRI * HTTP/2.0\r\n",
+        };
+        stream.write_all(start).await.expect("write");
         slow.push(stream);
     }
     // A well-behaved client is still served: the slow ones are closed after the header

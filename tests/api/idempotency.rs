@@ -237,3 +237,81 @@ async fn keys_expire_after_a_day_and_unfinished_claims_are_taken_over(#[case] en
         Ok(Claimed::Mine)
     ));
 }
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_secret_is_never_kept_and_a_passing_failure_can_be_retried(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    // A token made with a key: the retry gets the answer without its secret, which is shown
+    // once, and the database holds no copy of it.
+    let make = json!({ "query": "mutation { createApiToken(name: \"crm\", permissions: [\"patients:read\"]) { token data { id } } }" });
+    let send = |key: &'static str, body: Value| {
+        let app = &app;
+        async move {
+            app.send(
+                app.client
+                    .post(&app.url)
+                    .header("x-token", &app.admin_token)
+                    .header("idempotency-key", key)
+                    .json(&body),
+            )
+            .await
+        }
+    };
+    let first = send("token-key", make.clone()).await;
+    let secret = first.body["data"]["createApiToken"]["token"]
+        .as_str()
+        .expect("a secret")
+        .to_string();
+    let retry = send("token-key", make).await;
+    assert!(replayed(&retry));
+    assert_eq!(retry.body["data"]["createApiToken"]["token"], Value::Null);
+    assert_eq!(
+        retry.body["data"]["createApiToken"]["data"],
+        first.body["data"]["createApiToken"]["data"]
+    );
+    sqlx::any::install_default_drivers();
+    let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(&app.database_url)
+        .await
+        .expect("connect");
+    let kept: Vec<(String,)> = sqlx::query_as("SELECT response FROM idempotency_keys")
+        .fetch_all(&mut conn)
+        .await
+        .expect("read the kept responses");
+    assert_eq!(kept.len(), 1);
+    assert!(!kept[0].0.contains(&secret), "{}", kept[0].0);
+
+    // A mutation that failed before it changed anything lets its key go: the retry runs.
+    sqlx::query(sqlx::AssertSqlSafe(match engine {
+        Engine::Sqlite => {
+            "CREATE TRIGGER refuse_patients BEFORE INSERT ON patients \
+                           BEGIN SELECT RAISE(ABORT, 'refused'); END"
+        }
+        Engine::Postgres => {
+            "ALTER TABLE patients ADD CONSTRAINT refuse_patients \
+                             CHECK (first_name <> 'Ada') NOT VALID"
+        }
+    }))
+    .execute(&mut conn)
+    .await
+    .expect("refuse new patients");
+    let failed = create(&app, &app.admin_token, "retry-me", "Ada").await;
+    assert_eq!(failed.code(), "INTERNAL_SERVER_ERROR", "{}", failed.body);
+    sqlx::query(sqlx::AssertSqlSafe(match engine {
+        Engine::Sqlite => "DROP TRIGGER refuse_patients",
+        Engine::Postgres => "ALTER TABLE patients DROP CONSTRAINT refuse_patients",
+    }))
+    .execute(&mut conn)
+    .await
+    .expect("accept patients again");
+    let retried = create(&app, &app.admin_token, "retry-me", "Ada").await;
+    assert!(!replayed(&retried));
+    assert!(
+        retried.body["data"]["createPatient"]["data"]["id"].is_string(),
+        "{}",
+        retried.body
+    );
+    assert_eq!(patient_count(&app).await, 1);
+}
