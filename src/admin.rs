@@ -245,6 +245,13 @@ pub async fn demo(store: &Store, practice_id: &str, patients: usize) -> AdminRes
     let born_after = NaiveDate::from_ymd_opt(1935, 1, 1).unwrap_or_default();
     let mut fields = Vec::with_capacity(patients);
     for i in 0..patients {
+        // One patient in five gets a label.
+        let labels: Vec<String> = label_ids
+            .get(i / 5 % label_ids.len().max(1))
+            .filter(|_| i % 5 == 0)
+            .cloned()
+            .into_iter()
+            .collect();
         let first = *FIRST_NAMES.choose(&mut rng).unwrap_or(&"Alex");
         let last = *LAST_NAMES.choose(&mut rng).unwrap_or(&"Doe");
         let dob = born_after + Days::days(rng.random_range(0..32_000));
@@ -253,7 +260,7 @@ pub async fn demo(store: &Store, practice_id: &str, patients: usize) -> AdminRes
             .chars()
             .filter(|c| c.is_ascii_alphanumeric() || *c == '.')
             .collect();
-        fields.push(PatientFields {
+        let patient = PatientFields {
             title: None,
             first_name: first.to_string(),
             last_name: last.to_string(),
@@ -275,15 +282,10 @@ pub async fn demo(store: &Store, practice_id: &str, patients: usize) -> AdminRes
             phone_type: Some("mobile".into()),
             phone_number: Some(format!("07700 9{:05}", rng.random_range(0..100_000))),
             comments: None,
-        });
+        };
+        fields.push((patient, labels));
     }
     let ids = practice.import_patients(fields).await?;
-    // One patient in five gets a label.
-    for (i, id) in ids.iter().enumerate().filter(|(i, _)| i % 5 == 0) {
-        if let Some(label_id) = label_ids.get(i / 5 % label_ids.len().max(1)) {
-            practice.add_patient_label(id, label_id).await?;
-        }
-    }
     let bookings = demo_bookings(store, practice_id, &ids, &mut rng).await?;
     Ok(DemoSummary {
         patients: ids.len(),

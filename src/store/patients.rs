@@ -6,8 +6,8 @@ use sqlx::{Any, FromRow, Transaction};
 
 use super::audit::Event;
 use super::{
-    Args, Change, Keyed, Page, PageRequest, PracticeStore, StoreResult, like_escape, new_id,
-    now_ms, placeholders, time_filters,
+    Args, Change, Engine, Keyed, Page, PageRequest, PracticeStore, StoreResult, glob_escape,
+    like_escape, new_id, now_ms, placeholders, time_filters, values_lists,
 };
 
 const PATIENT_COLUMNS: &str = "id, title, first_name, last_name, email, dob, gender, sex, \
@@ -120,11 +120,29 @@ impl PracticeStore<'_> {
         page: PageRequest,
     ) -> StoreResult<Page<Patient>> {
         let mut args = Args::default();
-        let mut sql = format!("SELECT {PATIENT_COLUMNS} FROM patients WHERE practice_id = $1");
+        let mut from = "patients";
+        let mut conditions = String::new();
         if let Some(search) = &filter.search {
-            let pattern = format!("%{}%", like_escape(&search.to_lowercase()));
-            sql += &format!(" AND search_text LIKE {} ESCAPE '\\'", args.text(&pattern));
+            let search = search.to_lowercase();
+            let pattern = format!("%{}%", like_escape(&search));
+            conditions += &format!(
+                " AND patients.search_text LIKE {} ESCAPE '\\'",
+                args.text(&pattern)
+            );
+            // PostgreSQL finds the rows through its trigram index by itself. SQLite is told to
+            // start from its full-text table (CROSS JOIN fixes the order of the loops): it
+            // finds the candidates, and LIKE above still decides. Under three characters
+            // there is no trigram to look up, and the name order is quicker.
+            if self.store.engine == Engine::Sqlite && search.chars().count() >= 3 {
+                from = "patients_search CROSS JOIN patients \
+                        ON patients.rowid = patients_search.rowid";
+                let glob = format!("*{}*", glob_escape(&search));
+                conditions +=
+                    &format!(" AND patients_search.search_text GLOB {}", args.text(&glob));
+            }
         }
+        let mut sql =
+            format!("SELECT {PATIENT_COLUMNS} FROM {from} WHERE practice_id = $1{conditions}");
         if !filter.include_archived {
             sql += " AND archived_at IS NULL";
         }
@@ -180,31 +198,28 @@ impl PracticeStore<'_> {
         Ok(Change::Done(patient))
     }
 
-    /// Adds many patients at once, in one transaction of statements of a few hundred rows: for
-    /// demo data and imports. Returns their ids, in order.
-    pub async fn import_patients(&self, patients: Vec<PatientFields>) -> StoreResult<Vec<String>> {
+    /// Adds many patients at once, each with the labels given (ids of the catalogue), in one
+    /// transaction of statements of a few hundred rows: for demo data and imports. Returns
+    /// their ids, in order.
+    pub async fn import_patients(
+        &self,
+        patients: Vec<(PatientFields, Vec<String>)>,
+    ) -> StoreResult<Vec<String>> {
         const ROWS_PER_STATEMENT: usize = 500;
+        let now = now_ms();
         let mut ids = Vec::with_capacity(patients.len());
+        let mut labels = Vec::new();
         let mut tx = self.begin_write().await?;
         let mut rows = patients.into_iter().peekable();
         while rows.peek().is_some() {
-            let chunk: Vec<PatientFields> = rows.by_ref().take(ROWS_PER_STATEMENT).collect();
-            let now = now_ms();
-            let mut sql = format!(
-                "INSERT INTO patients (practice_id, search_text, {PATIENT_COLUMNS}) VALUES "
+            let chunk: Vec<(PatientFields, Vec<String>)> =
+                rows.by_ref().take(ROWS_PER_STATEMENT).collect();
+            let sql = format!(
+                "INSERT INTO patients (practice_id, search_text, {PATIENT_COLUMNS}) VALUES {}",
+                values_lists(chunk.len(), 23)
             );
-            for i in 0..chunk.len() {
-                let base = i * 23;
-                let values: Vec<String> = (1..=23).map(|k| format!("${}", base + k)).collect();
-                if i > 0 {
-                    sql.push_str(", ");
-                }
-                sql.push('(');
-                sql.push_str(&values.join(", "));
-                sql.push(')');
-            }
             let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-            for fields in chunk {
+            for (fields, label_ids) in chunk {
                 let patient = Patient {
                     id: new_id(),
                     fields,
@@ -216,11 +231,34 @@ impl PracticeStore<'_> {
                     updated_at: now,
                 };
                 query = self.bind_patient(query, &patient);
+                labels.extend(label_ids.into_iter().map(|l| (patient.id.clone(), l)));
                 ids.push(patient.id);
             }
             query.execute(&mut *tx).await?;
         }
-        let events: Vec<Event> = ids.iter().map(|id| Event::patient("create", id)).collect();
+        for chunk in labels.chunks(ROWS_PER_STATEMENT) {
+            let sql = format!(
+                "INSERT INTO patient_labels (practice_id, id, patient_id, label_id, created_at) \
+                 VALUES {}",
+                values_lists(chunk.len(), 5)
+            );
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for (patient_id, label_id) in chunk {
+                query = query
+                    .bind(self.practice_id)
+                    .bind(new_id())
+                    .bind(patient_id)
+                    .bind(label_id)
+                    .bind(now);
+            }
+            query.execute(&mut *tx).await?;
+        }
+        let mut events: Vec<Event> = ids.iter().map(|id| Event::patient("create", id)).collect();
+        events.extend(
+            labels
+                .iter()
+                .map(|(patient_id, label_id)| label_event("add_label", patient_id, label_id)),
+        );
         self.record_in(&mut tx, &events).await?;
         tx.commit().await?;
         Ok(ids)

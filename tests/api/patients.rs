@@ -284,7 +284,38 @@ async fn search_matches_names_email_and_date_of_birth(#[case] engine: Engine) {
     assert_eq!(search("a_1").await, vec![emile.clone()], "_ is literal");
     assert_eq!(search("other.org").await, vec![john.clone()]);
     assert!(search("nobody").await.is_empty());
+    // GLOB's wildcards are literal too (SQLite asks its trigram index with GLOB).
+    let star = app
+        .patient_with(
+            &app.admin_token,
+            json!({ "first": "Star*Gaze?", "last": "[Bracket]" }),
+        )
+        .await;
+    assert_eq!(search("r*g").await, vec![star.clone()], "* is literal");
+    assert_eq!(
+        search("ze? [br").await,
+        vec![star.clone()],
+        "? and [ are literal"
+    );
+    assert!(search("r?g").await.is_empty());
+    // The index follows a change of name, and a search finds the patient by the new one only.
+    app.ok(
+        "mutation($id: ID!) { updatePatient(id: $id, patientData: { last: \"Roe\" }) { error } }",
+        json!({ "id": jane }),
+    )
+    .await;
+    assert_eq!(search("jane roe").await, vec![jane.clone()]);
+    assert!(search("jane doe").await.is_empty());
+    app.ok(
+        "mutation($id: ID!) { deletePatient(id: $id) { error } }",
+        json!({ "id": star }),
+    )
+    .await;
     assert_eq!(search("  ").await.len(), 3, "a blank search is no search");
+    assert!(
+        search("r*g").await.is_empty(),
+        "deleted patients are left out"
+    );
     let long = app
         .gql(
             Some(&app.admin_token),
