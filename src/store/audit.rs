@@ -7,21 +7,17 @@
 
 use std::collections::BTreeMap;
 
-use sqlx::any::AnyArguments;
 use sqlx::{Any, FromRow, Transaction};
 
 use super::{
-    Args, Page, PageRequest, PracticeStore, Store, StoreError, StoreResult, new_id, now_ms,
+    Args, Engine, Page, PageRequest, PracticeStore, Store, StoreError, StoreResult, new_id, now_ms,
 };
 
 const EVENT_COLUMNS: &str = "id, at, actor_type, actor_id, actor_name, action, operation, \
                              resource_type, resource_id, patient_id";
 
-/// Columns an insert binds per row (practice_id and the event columns).
-const INSERT_COLUMNS: usize = 11;
-
-/// Rows per insert statement: 11,000 parameters, inside both engines' limits (SQLite's
-/// 32,766 and PostgreSQL's 65,535), and more than the largest page reads.
+/// Rows per insert statement: more than the largest page reads, and a JSON parameter of a
+/// few hundred kilobytes at most.
 const ROWS_PER_STATEMENT: usize = 1000;
 
 /// What kind of actor did something.
@@ -205,7 +201,7 @@ impl<'a> PracticeStore<'a> {
                 patient_id: event.patient_id,
             })
             .collect();
-        insert(tx, self.practice_id, &rows).await
+        insert(tx, self.store.engine, self.practice_id, &rows).await
     }
 
     /// The practice's events, newest first.
@@ -254,42 +250,52 @@ impl Store {
         }
         let mut tx = self.begin_write().await?;
         for (practice_id, rows) in by_practice {
-            insert(&mut tx, practice_id, &rows).await?;
+            insert(&mut tx, self.engine, practice_id, &rows).await?;
         }
         tx.commit().await?;
         Ok(())
     }
 }
 
-/// Inserts rows of one practice, a few hundred per statement.
+/// Inserts rows of one practice, up to a thousand per statement. The rows travel as one JSON
+/// parameter (see [`Engine::json_rows`]), so that the statement's text is the same whatever
+/// their number.
 async fn insert(
     tx: &mut Transaction<'_, Any>,
+    engine: Engine,
     practice_id: &str,
     rows: &[Row<'_>],
 ) -> StoreResult<()> {
     let at = now_ms();
+    let sql = format!(
+        "INSERT INTO audit_events (practice_id, {EVENT_COLUMNS}) \
+         SELECT $1, r.value->>0, $2, r.value->>1, r.value->>2, r.value->>3, r.value->>4, \
+         r.value->>5, r.value->>6, r.value->>7, r.value->>8 FROM {}",
+        engine.json_rows(3, false)
+    );
     for chunk in rows.chunks(ROWS_PER_STATEMENT) {
-        let sql = format!(
-            "INSERT INTO audit_events (practice_id, {EVENT_COLUMNS}) VALUES {}",
-            super::values_lists(chunk.len(), INSERT_COLUMNS)
-        );
-        let mut query: sqlx::query::Query<'_, Any, AnyArguments> =
-            sqlx::query(sqlx::AssertSqlSafe(sql));
-        for row in chunk {
-            query = query
-                .bind(practice_id.to_string())
-                .bind(new_id())
-                .bind(at)
-                .bind(row.actor.kind.as_str())
-                .bind(row.actor.id.clone())
-                .bind(row.actor.name.clone())
-                .bind(row.action.to_string())
-                .bind(row.operation.map(str::to_string))
-                .bind(row.resource_type.to_string())
-                .bind(row.resource_id.to_string())
-                .bind(row.patient_id.map(str::to_string));
-        }
-        query.execute(&mut **tx).await?;
+        let values: Vec<serde_json::Value> = chunk
+            .iter()
+            .map(|row| {
+                serde_json::json!([
+                    new_id(),
+                    row.actor.kind.as_str(),
+                    row.actor.id,
+                    row.actor.name,
+                    row.action,
+                    row.operation,
+                    row.resource_type,
+                    row.resource_id,
+                    row.patient_id,
+                ])
+            })
+            .collect();
+        sqlx::query(sqlx::AssertSqlSafe(sql.as_str()))
+            .bind(practice_id)
+            .bind(at)
+            .bind(serde_json::Value::Array(values).to_string())
+            .execute(&mut **tx)
+            .await?;
     }
     Ok(())
 }

@@ -53,6 +53,34 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// A `FROM` item `r` with one column, `value`: the elements of the JSON array bound at
+    /// `$param` (as text when `text`, else as JSON). This is how a list travels to SQL: as
+    /// one parameter, so that a statement's text does not change with the list's length (one
+    /// prepared statement, reused) and it binds one value rather than hundreds (sqlx binds
+    /// SQLite's parameters by looking each one up by name, which costs the square of their
+    /// number).
+    fn json_rows(self, param: usize, text: bool) -> String {
+        match (self, text) {
+            (Engine::Sqlite, _) => format!("json_each(${param}) AS r"),
+            (Engine::Postgres, true) => {
+                format!("json_array_elements_text(${param}::json) AS r(value)")
+            }
+            (Engine::Postgres, false) => format!("json_array_elements(${param}::json) AS r(value)"),
+        }
+    }
+
+    /// `IN (...)` of the strings in the JSON array bound at `$param`.
+    fn in_list(self, param: usize) -> String {
+        format!("IN (SELECT r.value FROM {})", self.json_rows(param, true))
+    }
+}
+
+/// A list of ids as the JSON array [`Engine::in_list`] reads.
+fn json_list(ids: &[String]) -> String {
+    serde_json::Value::from(ids).to_string()
+}
+
 /// How the store connects: pool size and how long to wait for a connection.
 #[derive(Clone, Debug)]
 pub struct PoolSettings {
@@ -253,18 +281,27 @@ impl<'a> PracticeStore<'a> {
             return Ok(HashMap::new());
         }
         let sql = format!(
-            "SELECT {columns} FROM {table} WHERE practice_id = $1 AND id IN ({})",
-            placeholders(2, ids.len())
+            "SELECT {columns} FROM {table} WHERE practice_id = $1 AND id {}",
+            self.store.engine.in_list(2)
         );
-        let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id);
-        for id in ids {
-            query = query.bind(id);
-        }
-        let rows: Vec<T> = query.fetch_all(self.read()).await?;
+        let rows: Vec<T> = self.read_for_ids(&sql, ids).await?;
         Ok(rows
             .into_iter()
             .map(|row| (row.key().to_string(), row))
             .collect())
+    }
+
+    /// Runs `sql`, a read whose `$1` is the practice and whose `$2` is a list of ids, read
+    /// with [`Engine::in_list`].
+    async fn read_for_ids<T>(&self, sql: &str, ids: &[String]) -> StoreResult<Vec<T>>
+    where
+        T: for<'r> FromRow<'r, AnyRow> + Send + Unpin,
+    {
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .bind(json_list(ids))
+            .fetch_all(self.read())
+            .await?)
     }
 }
 

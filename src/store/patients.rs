@@ -7,7 +7,7 @@ use sqlx::{Any, FromRow, Transaction};
 use super::audit::Event;
 use super::{
     Args, Change, Engine, Keyed, Page, PageRequest, PracticeStore, StoreResult, glob_escape,
-    like_escape, new_id, now_ms, placeholders, time_filters, values_lists,
+    json_list, like_escape, new_id, now_ms, time_filters, values_lists,
 };
 
 const PATIENT_COLUMNS: &str = "id, title, first_name, last_name, email, dob, gender, sex, \
@@ -199,13 +199,16 @@ impl PracticeStore<'_> {
     }
 
     /// Adds many patients at once, each with the labels given (ids of the catalogue), in one
-    /// transaction of statements of a few hundred rows: for demo data and imports. Returns
+    /// transaction of statements of a few dozen rows: for demo data and imports. Returns
     /// their ids, in order.
     pub async fn import_patients(
         &self,
         patients: Vec<(PatientFields, Vec<String>)>,
     ) -> StoreResult<Vec<String>> {
-        const ROWS_PER_STATEMENT: usize = 500;
+        // Few enough that sqlx's binding of SQLite parameters, whose cost grows with the
+        // square of their number, stays small (see [`Engine::json_rows`]); many enough that
+        // PostgreSQL gets few round trips.
+        const ROWS_PER_STATEMENT: usize = 40;
         let now = now_ms();
         let mut ids = Vec::with_capacity(patients.len());
         let mut labels = Vec::new();
@@ -328,19 +331,17 @@ impl PracticeStore<'_> {
                 return Ok(Some(label_id.clone()));
             }
         }
-        let mut sql =
-            String::from("DELETE FROM patient_labels WHERE practice_id = $1 AND patient_id = $2");
-        if !label_ids.is_empty() {
-            let keep = placeholders(3, label_ids.len());
-            sql.push_str(&format!(" AND label_id NOT IN ({keep})"));
-        }
-        let mut delete = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let sql = format!(
+            "DELETE FROM patient_labels WHERE practice_id = $1 AND patient_id = $2 \
+             AND label_id NOT {}",
+            self.store.engine.in_list(3)
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(self.practice_id)
-            .bind(patient_id);
-        for label_id in label_ids {
-            delete = delete.bind(label_id);
-        }
-        delete.execute(&mut **tx).await?;
+            .bind(patient_id)
+            .bind(json_list(label_ids))
+            .execute(&mut **tx)
+            .await?;
         for label_id in label_ids {
             // Labels already on the patient are left as they are (ON CONFLICT DO NOTHING).
             self.insert_patient_label(tx, patient_id, label_id).await?;
@@ -507,15 +508,11 @@ impl PracticeStore<'_> {
         let sql = format!(
             "SELECT pl.id, pl.patient_id, pl.label_id, l.title, l.color FROM patient_labels pl \
              JOIN labels l ON l.practice_id = pl.practice_id AND l.id = pl.label_id \
-             WHERE pl.practice_id = $1 AND pl.patient_id IN ({}) \
+             WHERE pl.practice_id = $1 AND pl.patient_id {} \
              ORDER BY pl.created_at, pl.id",
-            placeholders(2, patient_ids.len())
+            self.store.engine.in_list(2)
         );
-        let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id);
-        for id in patient_ids {
-            query = query.bind(id);
-        }
-        let rows: Vec<PatientLabel> = query.fetch_all(self.read()).await?;
+        let rows: Vec<PatientLabel> = self.read_for_ids(&sql, patient_ids).await?;
         for row in rows {
             by_patient
                 .entry(row.patient_id.clone())
