@@ -130,10 +130,11 @@ pub async fn authenticate(store: &Store, secret: &str) -> Result<Principal, Auth
     })
 }
 
-/// Password checks running at once.
+/// Password checks running at once: half the cores (at least one), so that a flood of
+/// sign-ins leaves the other half to every other request.
 static HASHING: std::sync::LazyLock<tokio::sync::Semaphore> = std::sync::LazyLock::new(|| {
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    tokio::sync::Semaphore::new(cores)
+    tokio::sync::Semaphore::new((cores / 2).max(1))
 });
 
 /// A successful sign-in.
@@ -166,8 +167,9 @@ pub async fn sign_in(
 ) -> Result<SignedIn, SignInError> {
     let credentials = store.find_credentials(email.trim()).await?;
     let password = password.to_string();
-    // Argon2id takes 19 MiB and tens of milliseconds a check: at most one check per core at
-    // a time, so a flood of sign-ins queues here instead of exhausting memory and threads.
+    // Argon2id takes 19 MiB and tens of milliseconds a check: a few checks at a time (see
+    // HASHING), so a flood of sign-ins queues here instead of taking memory, threads and the
+    // cores that other requests need.
     let _permit = HASHING
         .acquire()
         .await

@@ -342,8 +342,11 @@ pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
     let mut request = params.into_request();
 
     let operation_name = request.operation_name.clone();
-    let (shape, doc) = match request.parsed_query() {
-        Ok(doc) => (operation_shape(doc, operation_name.as_deref()), doc.clone()),
+    let (shape, doc) = match app.documents.parse(&request.query) {
+        Ok(doc) => {
+            request.set_parsed_query((*doc).clone());
+            (operation_shape(&doc, operation_name.as_deref()), doc)
+        }
         Err(err) => {
             return Reply::graphql_error(
                 media,

@@ -1,6 +1,7 @@
 //! HTTP: the router, GraphQL over HTTP, GraphiQL and health.
 
 mod audit;
+mod documents;
 mod graphiql;
 mod graphql;
 mod idempotency;
@@ -22,6 +23,7 @@ use tokio::net::TcpListener;
 use tower_http::trace::TraceLayer;
 
 use self::audit::ReadAudit;
+use self::documents::Documents;
 use self::rate_limit::RateLimits;
 use self::server::ConnectionLimits;
 use crate::config::ServeConfig;
@@ -42,6 +44,8 @@ pub struct AppState {
     pub read_audit: ReadAudit,
     /// What a client connection may cost.
     pub connections: ConnectionLimits,
+    /// Documents parsed before, by their text.
+    pub documents: Documents,
 }
 
 impl AppState {
@@ -67,6 +71,7 @@ impl AppState {
                 max_connections: config.max_client_connections,
                 drain_timeout: config.request_timeout,
             },
+            documents: Documents::default(),
         }
     }
 }
