@@ -287,6 +287,7 @@ pub async fn demo(store: &Store, practice_id: &str, patients: usize) -> AdminRes
     }
     let ids = practice.import_patients(fields).await?;
     let bookings = demo_bookings(store, practice_id, &ids, &mut rng).await?;
+    store.refresh_statistics().await?;
     Ok(DemoSummary {
         patients: ids.len(),
         labels: label_ids.len(),

@@ -70,9 +70,15 @@ impl Engine {
         }
     }
 
-    /// `IN (...)` of the strings in the JSON array bound at `$param`.
+    /// A condition on the column before it: one of the strings in the JSON array bound at
+    /// `$param`. PostgreSQL gets an array, which it looks up through an index whatever it
+    /// believes of the tables' sizes.
     fn in_list(self, param: usize) -> String {
-        format!("IN (SELECT r.value FROM {})", self.json_rows(param, true))
+        let values = format!("SELECT r.value FROM {}", self.json_rows(param, true));
+        match self {
+            Engine::Sqlite => format!("IN ({values})"),
+            Engine::Postgres => format!("= ANY (ARRAY({values}))"),
+        }
     }
 }
 
@@ -207,6 +213,16 @@ impl Store {
             Engine::Sqlite => self.write.begin_with("BEGIN IMMEDIATE").await?,
             Engine::Postgres => self.write.begin().await?,
         })
+    }
+
+    /// After a bulk import: has PostgreSQL count the tables again, so that its planner knows
+    /// their new sizes now rather than whenever autovacuum comes round to them. (SQLite plans
+    /// without statistics unless told to keep them, and is not told to.)
+    pub async fn refresh_statistics(&self) -> StoreResult<()> {
+        if self.engine == Engine::Postgres {
+            sqlx::query("ANALYZE").execute(&self.write).await?;
+        }
+        Ok(())
     }
 
     /// Closes the pools, waiting for connections in use to be returned.

@@ -333,7 +333,7 @@ impl PracticeStore<'_> {
         }
         let sql = format!(
             "DELETE FROM patient_labels WHERE practice_id = $1 AND patient_id = $2 \
-             AND label_id NOT {}",
+             AND NOT (label_id {})",
             self.store.engine.in_list(3)
         );
         sqlx::query(sqlx::AssertSqlSafe(sql))
