@@ -51,9 +51,7 @@ impl Engine {
             )))
         }
     }
-}
 
-impl Engine {
     /// A `FROM` item `r` with one column, `value`: the elements of the JSON array bound at
     /// `$param` (as text when `text`, else as JSON). This is how a list travels to SQL: as
     /// one parameter, so that a statement's text does not change with the list's length (one
