@@ -14,7 +14,7 @@ use axum::routing::post;
 use axum::{Json, Router};
 use clap::Parser;
 use practice_api::store::audit::{Actor, Author};
-use practice_api::store::{Change, PoolSettings, Store};
+use practice_api::store::{PoolSettings, Store};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -99,9 +99,8 @@ async fn label(State(app): State<Baseline>, Json(request): Json<LabelRequest>) -
     }
     .map_err(failed)?;
     Ok(Json(match change {
-        Change::Done(p) => json!({ "data": { "id": p.id }, "error": null }),
-        Change::NotFound => json!({ "data": null, "error": "not found" }),
-        Change::Refused(reason) => json!({ "data": null, "error": reason }),
+        Ok(p) => json!({ "data": { "id": p.id }, "error": null }),
+        Err(denied) => json!({ "data": null, "error": format!("{denied:?}") }),
     }))
 }
 

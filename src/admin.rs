@@ -9,14 +9,14 @@ use rand::seq::IndexedRandom;
 use rand::{RngExt, SeedableRng};
 use thiserror::Error;
 
-use crate::auth::{self, Role, password};
-use crate::graphql::parse_permissions;
+use crate::auth::{self, Role, parse_permissions, password};
+use crate::domain::{Denied, Invalid, PatientState, Record, Refusal};
 use crate::store::audit::{Actor, Author};
 use crate::store::patients::PatientFields;
 use crate::store::practices::Practice;
 use crate::store::tokens::{Token, TokenKind};
 use crate::store::users::{NewUser, User};
-use crate::store::{Change, PracticeStore, Store, StoreError};
+use crate::store::{PracticeStore, Store, StoreError};
 use crate::text::{self, MAX_LINE_CHARS};
 
 /// Why a command failed, in one line for the operator.
@@ -32,6 +32,57 @@ type AdminResult<T> = Result<T, AdminError>;
 
 fn invalid(message: impl Into<String>) -> AdminError {
     AdminError::Invalid(message.into())
+}
+
+impl From<Denied> for AdminError {
+    fn from(denied: Denied) -> Self {
+        invalid(match denied {
+            Denied::Refused(refusal) => say(&refusal),
+            Denied::Invalid(Invalid::BookingEndsBeforeStart) => {
+                "a booking must end after it starts".into()
+            }
+            Denied::Invalid(Invalid::BookingTooLong) => {
+                "a booking must not be longer than 24 hours".into()
+            }
+        })
+    }
+}
+
+/// A refusal, as the command line says it to the operator.
+fn say(refusal: &Refusal) -> String {
+    let record = |record: Record| match record {
+        Record::Patient => "patient",
+        Record::Label => "label",
+        Record::Booking => "booking",
+        Record::Doctor => "doctor",
+        Record::Location => "location",
+        Record::AppointmentType => "appointment type",
+        Record::ApiToken => "API token",
+        Record::User => "staff user",
+    };
+    match refusal {
+        Refusal::NotFound(kind, id) => format!("no {} with id {id}", record(*kind)),
+        Refusal::LabelNotInCatalogue(id) => format!("no label with id {id}"),
+        Refusal::PatientDeleted => "the patient is deleted".into(),
+        Refusal::PatientAlreadyArchived => "the patient is archived already".into(),
+        Refusal::PatientNotArchived => "the patient is not archived".into(),
+        Refusal::PatientCannotBeBooked(PatientState::Archived) => {
+            "the patient is archived and cannot be booked".into()
+        }
+        Refusal::PatientCannotBeBooked(PatientState::Deleted) => {
+            "the patient is deleted and cannot be booked".into()
+        }
+        Refusal::LabelAlreadyOnPatient { title } => format!("the patient has the label {title:?}"),
+        Refusal::LabelNotOnPatient(id) => format!("the patient has no label with id {id}"),
+        Refusal::NotADoctor { name } => format!("{name} is not a doctor"),
+        Refusal::DoctorBusy(_) => "the doctor is booked at that time".into(),
+        Refusal::BookingCancelled => "the booking is cancelled".into(),
+        Refusal::BookingAlreadyCancelled => "the booking is cancelled already".into(),
+        Refusal::Taken(Record::User, email) => {
+            format!("a staff user with email {email} already exists")
+        }
+        Refusal::Taken(kind, name) => format!("a {} {name:?} already exists", record(*kind)),
+    }
 }
 
 /// The operator, as the audit log records the command line.
@@ -103,11 +154,7 @@ pub async fn create_user(store: &Store, practice_id: &str, new: NewStaff<'_>) ->
             role: role.as_str(),
             is_doctor: new.is_doctor,
         })
-        .await
-        .map_err(|e| match e {
-            StoreError::Duplicate(message) => invalid(message),
-            other => other.into(),
-        })?;
+        .await??;
     Ok(user)
 }
 
@@ -204,7 +251,7 @@ pub async fn demo(store: &Store, practice_id: &str, patients: usize) -> AdminRes
     let mut label_ids = Vec::new();
     for (title, color) in LABELS {
         // A title taken by an earlier demo run is skipped.
-        if let Change::Done(label) = practice.create_label(title, Some(color)).await? {
+        if let Ok(label) = practice.create_label(title, Some(color)).await? {
             label_ids.push(label.id);
         }
     }
@@ -315,8 +362,9 @@ async fn demo_bookings(
     use chrono::{Datelike, Utc, Weekday};
 
     let practice = as_operator(store, practice_id, "demo");
+    // A name or title taken by an earlier demo run is left as it is.
     for (name, city) in LOCATIONS {
-        practice
+        let _taken = practice
             .create_location(crate::store::locations::Location {
                 id: String::new(),
                 name: name.to_string(),
@@ -328,7 +376,7 @@ async fn demo_bookings(
             .await?;
     }
     for (title, minutes, price) in APPOINTMENT_TYPES {
-        practice
+        let _taken = practice
             .create_appointment_type(title, *minutes, Some(*price))
             .await?;
     }
@@ -391,7 +439,7 @@ async fn demo_bookings(
                         end_at: end,
                         comments: None,
                     };
-                    if let Change::Done(_) = practice.create_booking(fields).await? {
+                    if practice.create_booking(fields).await?.is_ok() {
                         made += 1;
                     }
                 }

@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use clap::Args;
+use clap::{Args, FromArgMatches};
 
-use crate::graphql::limits::Limits;
+use crate::graphql::pipeline::Limits;
 use crate::store::PoolSettings;
 
 /// Where the database is; every command takes it.
@@ -38,6 +38,19 @@ pub struct DatabaseConfig {
         global = true
     )]
     pub acquire_timeout: Duration,
+}
+
+impl Default for DatabaseConfig {
+    /// The database settings with no flag and no variable given.
+    fn default() -> Self {
+        defaults("database")
+    }
+}
+
+impl Default for PoolSettings {
+    fn default() -> Self {
+        DatabaseConfig::default().pool()
+    }
 }
 
 impl DatabaseConfig {
@@ -144,23 +157,21 @@ impl ServeConfig {
 }
 
 impl Default for ServeConfig {
+    /// The settings of a server started with no flag and no variable.
     fn default() -> Self {
-        let limits = Limits::default();
-        ServeConfig {
-            listen: "127.0.0.1:8080".into(),
-            user_token_ttl: Duration::from_secs(12 * 3600),
-            max_body_bytes: 1_048_576,
-            request_timeout: Duration::from_secs(30),
-            header_timeout: Duration::from_secs(10),
-            max_client_connections: 1000,
-            rate_limit: 240,
-            max_depth: limits.max_depth,
-            max_cost: limits.max_cost,
-            max_aliases: limits.max_aliases,
-            max_directives: limits.max_directives,
-            max_document_bytes: limits.max_document_bytes,
-        }
+        defaults("serve")
     }
+}
+
+/// Settings as the command line gives them when nothing is set, whatever the environment
+/// holds: the defaults are written once, in the attributes above.
+fn defaults<T: Args + FromArgMatches>(name: &'static str) -> T {
+    let command =
+        T::augment_args(clap::Command::new(name)).mut_args(|arg| arg.env(None::<&'static str>));
+    command
+        .try_get_matches_from([name])
+        .and_then(|matches| T::from_arg_matches(&matches))
+        .unwrap_or_else(|e| panic!("the defaults of `{name}` do not parse: {e}"))
 }
 
 /// Parses a duration such as `12h`, `15m`, `30s`, `500ms`.
@@ -176,6 +187,19 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn defaults_are_the_flags_defaults_whatever_the_environment() {
+        let config = ServeConfig::default();
+        assert_eq!(config.listen, "127.0.0.1:8080");
+        assert_eq!(config.user_token_ttl, Duration::from_secs(12 * 3600));
+        assert_eq!(config.request_timeout, Duration::from_secs(30));
+        assert_eq!(config.rate_limit, 240);
+        assert_eq!(config.limits(), Limits::default());
+        let pool = PoolSettings::default();
+        assert_eq!(pool.max_connections, 8);
+        assert_eq!(pool.acquire_timeout, Duration::from_secs(5));
+    }
 
     #[test]
     fn parses_durations() {

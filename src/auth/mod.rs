@@ -1,6 +1,7 @@
 //! Who is calling, and what they may do: tokens, passwords and permissions. Plain Rust over the
 //! store, with no HTTP and no GraphQL in here.
 
+mod operations;
 pub mod password;
 pub mod permissions;
 pub mod secret;
@@ -14,6 +15,7 @@ use crate::store::audit::{Actor, ActorKind, Author, Event};
 use crate::store::tokens::{NewToken, Token, TokenKind};
 use crate::store::users::User;
 use crate::store::{PracticeStore, Store, StoreError, now_ms};
+pub use operations::{Guard, OPERATIONS, guard_of, parse_permissions};
 pub use permissions::{Access, OperationKind, Permission, Permissions, Resource, Role};
 
 /// How often a token's `last_used_at` is written at most: once a minute is precise enough to

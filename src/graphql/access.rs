@@ -1,79 +1,12 @@
-//! Where the permission model meets the schema: one check for root operations, one for every
-//! field that reaches another resource.
+//! Where the permission model meets the schema: one check for root operations (by the guards
+//! of `auth::OPERATIONS`), one for every field that reaches another resource.
 
 use async_graphql::{Context, Result};
 
 use super::error::{code, coded, forbidden};
-use crate::auth::{Access, OperationKind, Principal, Resource};
+use crate::auth::{Access, Guard, OperationKind, Principal, Resource, guard_of};
 use crate::store::PracticeStore;
 use crate::store::audit::Author;
-
-/// What a root operation needs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Guard {
-    /// A resource, read or write; `query:NAME` (or `mutation:NAME`) also does.
-    Resource(Resource, Access),
-    /// The `settings` permission.
-    Settings,
-    /// Any valid token.
-    Token,
-    /// No token at all (signIn).
-    Public,
-}
-
-/// Every root field of the schema and what it needs. A test checks this list against the
-/// served schema, so a new operation cannot be added without deciding who may call it.
-pub const OPERATIONS: &[(OperationKind, &str, Guard)] = {
-    use Access::{Read, Write};
-    use Guard::{Public, Settings, Token};
-    use OperationKind::{Mutation, Query};
-    use Resource::{Bookings, Labels, Patients, Users};
-    const fn r(resource: Resource, access: Access) -> Guard {
-        Guard::Resource(resource, access)
-    }
-    &[
-        (Query, "patient", r(Patients, Read)),
-        (Query, "patients", r(Patients, Read)),
-        (Query, "booking", r(Bookings, Read)),
-        (Query, "bookings", r(Bookings, Read)),
-        (Query, "locations", r(Bookings, Read)),
-        (Query, "appointmentTypes", r(Bookings, Read)),
-        (Query, "labels", r(Labels, Read)),
-        (Query, "user", r(Users, Read)),
-        (Query, "users", r(Users, Read)),
-        (Query, "currentUser", Token),
-        (Query, "currentPractice", Token),
-        (Query, "apiTokens", Settings),
-        (Query, "auditEvents", Settings),
-        (Mutation, "signIn", Public),
-        (Mutation, "signOut", Token),
-        (Mutation, "createPatient", r(Patients, Write)),
-        (Mutation, "updatePatient", r(Patients, Write)),
-        (Mutation, "deletePatient", r(Patients, Write)),
-        (Mutation, "archivePatient", r(Patients, Write)),
-        (Mutation, "unarchivePatient", r(Patients, Write)),
-        (Mutation, "addPatientLabel", r(Patients, Write)),
-        (Mutation, "removePatientLabel", r(Patients, Write)),
-        (Mutation, "createBooking", r(Bookings, Write)),
-        (Mutation, "updateBooking", r(Bookings, Write)),
-        (Mutation, "deleteBooking", r(Bookings, Write)),
-        (Mutation, "createLocation", Settings),
-        (Mutation, "createAppointmentType", Settings),
-        (Mutation, "createLabel", r(Labels, Write)),
-        (Mutation, "updateLabel", r(Labels, Write)),
-        (Mutation, "deleteLabel", r(Labels, Write)),
-        (Mutation, "createApiToken", Settings),
-        (Mutation, "revokeApiToken", Settings),
-    ]
-};
-
-/// The guard of a root operation, if the schema has it.
-pub fn guard_of(kind: OperationKind, name: &str) -> Option<Guard> {
-    OPERATIONS
-        .iter()
-        .find(|(k, n, _)| *k == kind && *n == name)
-        .map(|(_, _, guard)| *guard)
-}
 
 /// The caller of this request. The HTTP layer refuses requests without a valid token before
 /// they reach a resolver (signIn aside), so a missing principal here is a request that
@@ -150,18 +83,6 @@ pub fn require<'c>(ctx: &Context<'c>, resource: Resource, access: Access) -> Res
         Err(forbidden(
             format_args!("{}:{}", resource.as_str(), access.as_str()),
             &[],
-        ))
-    }
-}
-
-/// Checks an operation permission's name against the schema.
-pub fn check_operation_exists(kind: OperationKind, name: &str) -> Result<(), String> {
-    if guard_of(kind, name).is_some() {
-        Ok(())
-    } else {
-        Err(format!(
-            "there is no {} named {name:?} in the schema",
-            kind.as_str()
         ))
     }
 }

@@ -62,7 +62,6 @@ pub fn store_failed_ref(err: &StoreError) -> Error {
                 "The database is unavailable; try again shortly",
             )
         }
-        StoreError::Duplicate(message) => bad_input(message.clone()),
         other => internal(other),
     }
 }

@@ -1,7 +1,7 @@
 //! Free-text input as GraphQL arguments: the rules of [`crate::text`], refusing with
 //! BAD_USER_INPUT.
 
-use async_graphql::{MaybeUndefined, Result};
+use async_graphql::Result;
 
 use super::error::bad_input;
 pub use crate::text::{MAX_LINE_CHARS, MAX_TEXT_CHARS};
@@ -25,18 +25,4 @@ pub fn email(field: &str, value: Option<String>) -> Result<Option<String>> {
         Some(value) => crate::text::email(field, &value).map_err(bad_input),
         None => Ok(None),
     }
-}
-
-/// An update's field: omitted leaves it, null clears it, a value sets it.
-pub fn patch<T>(
-    current: &mut Option<T>,
-    update: MaybeUndefined<T>,
-    clean: impl FnOnce(Option<T>) -> Result<Option<T>>,
-) -> Result<()> {
-    match update {
-        MaybeUndefined::Undefined => {}
-        MaybeUndefined::Null => *current = None,
-        MaybeUndefined::Value(v) => *current = clean(Some(v))?,
-    }
-    Ok(())
 }

@@ -1,47 +1,15 @@
-//! Labels: the practice's catalogue of tags for patients.
+//! Labels: the practice's catalogue of tags for patients: the `labels` query and the label
+//! mutations.
 
-use async_graphql::{Context, ID, Object, Result, SimpleObject};
+use async_graphql::{Context, ID, Object, Result};
 
 use super::access::{authorize, authorize_write};
 use super::error::{OrFail, bad_input};
 use super::input::{MAX_LINE_CHARS, optional_text, required_text};
-use super::pagination::{PageInfo, Pagination, items};
-use super::payload::ResponsePayload;
+use super::objects::{Label, LabelData, PageInfo, ResponsePayload, envelope, items};
+use super::pagination::Pagination;
 use super::store;
 use crate::auth::OperationKind;
-use crate::store::Change;
-use crate::store::labels::{self as stored, LabelChange};
-
-/// A label of the practice's catalogue, e.g. "VIP" or "Allergy", that can be put on
-/// patients with addPatientLabel.
-#[derive(SimpleObject)]
-pub struct Label {
-    /// The label's id: what addPatientLabel takes as labelReferenceId.
-    pub id: ID,
-    /// The label's title, unique within the practice.
-    pub title: Option<String>,
-    /// The label's colour: a CSS hex colour such as "#e11d48".
-    pub color: Option<String>,
-}
-
-impl From<stored::Label> for Label {
-    fn from(l: stored::Label) -> Self {
-        Label {
-            id: ID(l.id),
-            title: Some(l.title),
-            color: l.color,
-        }
-    }
-}
-
-/// A page of labels.
-#[derive(SimpleObject)]
-pub struct LabelData {
-    /// The labels on this page, by title.
-    pub data: Option<Vec<Option<Label>>>,
-    /// Where this page sits in the list.
-    pub page_info: Option<PageInfo>,
-}
 
 /// Checks a colour: `#rgb` or `#rrggbb`.
 fn color(value: Option<String>) -> Result<Option<String>> {
@@ -55,10 +23,6 @@ fn color(value: Option<String>) -> Result<Option<String>> {
         )));
     }
     Ok(Some(value.to_lowercase()))
-}
-
-fn respond(id: &str, change: LabelChange) -> Option<ResponsePayload<Label>> {
-    ResponsePayload::of(change, "label", id, Label::from)
 }
 
 #[derive(Default)]
@@ -107,7 +71,7 @@ impl LabelMutations {
             .create_label(&title, color.as_deref())
             .await
             .or_fail()?;
-        Ok(respond("", change))
+        envelope(change, Label::from)
     }
 
     /// Changes a label's title or colour; the change shows on every patient with the label.
@@ -129,7 +93,7 @@ impl LabelMutations {
             .update_label(&id, title.as_deref(), color.as_deref())
             .await
             .or_fail()?;
-        Ok(respond(&id, change))
+        envelope(change, Label::from)
     }
 
     /// Removes a label from the catalogue and from every patient that has it. Needs
@@ -140,7 +104,7 @@ impl LabelMutations {
         #[graphql(desc = "The label's id.")] id: ID,
     ) -> Result<Option<ResponsePayload<Label>>> {
         let practice = authorize_write(ctx)?;
-        let deleted = practice.delete_label(&id).await.or_fail()?;
-        Ok(respond(&id, deleted.map_or(Change::NotFound, Change::Done)))
+        let change = practice.delete_label(&id).await.or_fail()?;
+        envelope(change, Label::from)
     }
 }

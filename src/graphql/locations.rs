@@ -1,70 +1,18 @@
-//! Settings for bookings: the practice's locations and appointment types.
+//! Settings for bookings: the practice's locations and appointment types, their queries and
+//! mutations.
 
-use async_graphql::{Context, ID, InputObject, Object, Result, SimpleObject};
+use async_graphql::{Context, InputObject, Object, Result};
 
 use super::access::{authorize, authorize_write};
 use super::error::{OrFail, bad_input};
 use super::input::{MAX_LINE_CHARS, optional_text, required_text};
-use super::pagination::items;
-use super::patients::Address;
-use super::payload::ResponsePayload;
+use super::objects::{Appointment, Location, ResponsePayload, envelope, items};
 use super::store;
 use crate::auth::OperationKind;
-use crate::store::appointment_types::AppointmentType;
 use crate::store::locations::Location as StoredLocation;
 
 /// Longest appointment: a day.
 const MAX_DURATION_MINUTES: i32 = 24 * 60;
-
-/// A place where the practice sees patients.
-#[derive(SimpleObject, Clone)]
-pub struct Location {
-    /// The location's id: what BookingDataInput.location takes.
-    pub id: ID,
-    /// The location's name, unique within the practice, e.g. "Main surgery".
-    pub name: Option<String>,
-    /// The location's postal address.
-    pub address: Option<Address>,
-}
-
-impl From<StoredLocation> for Location {
-    fn from(l: StoredLocation) -> Self {
-        Location {
-            id: ID(l.id),
-            name: Some(l.name),
-            address: Some(Address {
-                address: l.address,
-                city: l.city,
-                postcode: l.postcode,
-                country: l.country,
-            }),
-        }
-    }
-}
-
-/// A kind of booking: what it is for, how long it takes and what it costs.
-#[derive(SimpleObject, Clone)]
-pub struct Appointment {
-    /// The appointment type's id: what BookingDataInput.bookingType takes.
-    pub id: ID,
-    /// Its title, unique within the practice, e.g. "Initial consultation".
-    pub title: Option<String>,
-    /// How long it takes, in minutes; a booking without an end lasts this long.
-    pub duration: Option<i32>,
-    /// Its price, in the practice's currency.
-    pub price: Option<f64>,
-}
-
-impl From<AppointmentType> for Appointment {
-    fn from(t: AppointmentType) -> Self {
-        Appointment {
-            id: ID(t.id),
-            title: Some(t.title),
-            duration: i32::try_from(t.duration).ok(),
-            price: t.price,
-        }
-    }
-}
 
 /// A postal address.
 #[derive(InputObject, Default)]
@@ -137,7 +85,7 @@ impl LocationMutations {
             country: line("country", a.country)?,
         };
         let made = practice.create_location(new).await.or_fail()?;
-        Ok(ResponsePayload::of(made, "location", "", Location::from))
+        envelope(made, Location::from)
     }
 
     /// Adds an appointment type. Refused if another has the title. Needs `settings`.
@@ -165,11 +113,6 @@ impl LocationMutations {
             .create_appointment_type(&title, i64::from(duration), price)
             .await
             .or_fail()?;
-        Ok(ResponsePayload::of(
-            made,
-            "appointment type",
-            "",
-            Appointment::from,
-        ))
+        envelope(made, Appointment::from)
     }
 }

@@ -1,208 +1,21 @@
-//! Patients: the `patient` and `patients` queries, the patient mutations and the `Patient` type.
+//! Patients: the `patient` and `patients` queries, the patient mutations and their inputs.
 
-use async_graphql::{Context, ID, InputObject, MaybeUndefined, Object, Result, SimpleObject};
+use async_graphql::{Context, ID, InputObject, MaybeUndefined, Object, Result};
 
 use super::access::{authorize, authorize_write};
-use super::audit::note_read;
 use super::error::{OrFail, bad_input};
-use super::input::{MAX_LINE_CHARS, MAX_TEXT_CHARS, email, optional_text, patch, required_text};
-use super::loaders::{self, load_one};
+use super::input::{MAX_LINE_CHARS, MAX_TEXT_CHARS, email, optional_text, required_text};
+use super::loaders;
+use super::objects::{PageInfo, Patient, PatientData, ResponsePayload, envelope, items};
 use super::options::QueryOptions;
-use super::pagination::{PageInfo, Pagination, items};
-use super::payload::ResponsePayload;
-use super::scalars::{Date, DateTime};
+use super::pagination::Pagination;
+use super::scalars::Date;
 use super::store;
 use crate::auth::OperationKind;
-use crate::store::now_ms;
-use crate::store::patients::{
-    self as stored, Modification, PatientChange, PatientFields, PatientFilter,
-};
+use crate::store::patients::{PatientFields, PatientFilter, PatientPatch};
 
 /// Longest search string.
 const MAX_SEARCH_CHARS: usize = 100;
-
-/// A patient of the practice.
-pub struct Patient(pub stored::Patient);
-
-/// The patient's postal address.
-#[derive(SimpleObject, Clone, Debug)]
-pub struct Address {
-    /// Street and number.
-    pub address: Option<String>,
-    /// Town or city.
-    pub city: Option<String>,
-    /// Postal code.
-    pub postcode: Option<String>,
-    /// Country.
-    pub country: Option<String>,
-}
-
-/// A phone number of a patient.
-#[derive(SimpleObject, Clone, Debug)]
-pub struct Phone {
-    /// What kind of phone it is, e.g. "mobile", "home", "work".
-    pub phone_type: Option<String>,
-    /// The number, as given.
-    pub phone_number: Option<String>,
-}
-
-/// A label on a patient.
-#[derive(SimpleObject, Clone, Debug)]
-pub struct PatientLabel {
-    /// The id of this label's place on the patient: what removePatientLabel takes as labelId.
-    pub id: ID,
-    /// The id of the label in the practice's catalogue (Label.id).
-    pub reference_id: ID,
-    /// The label's title.
-    pub text: Option<String>,
-    /// The label's colour, e.g. "#e11d48".
-    pub color: Option<String>,
-}
-
-impl Patient {
-    /// A patient a query hands out, noted for the audit log.
-    pub fn read(ctx: &Context<'_>, patient: stored::Patient) -> Patient {
-        note_read(ctx, "patient", &patient.id, Some(&patient.id));
-        Patient(patient)
-    }
-}
-
-/// A patient of the practice. Reading any of it needs `patients:read` (or the operation's own
-/// permission, such as `query:patient`).
-#[Object]
-impl Patient {
-    /// The patient's id: opaque, stable.
-    async fn id(&self) -> ID {
-        ID(self.0.id.clone())
-    }
-    /// Form of address, e.g. "Mrs", "Dr".
-    async fn title(&self) -> Option<&str> {
-        self.0.fields.title.as_deref()
-    }
-    /// "active", "archived" or "deleted".
-    async fn status(&self) -> Option<&str> {
-        Some(if self.0.deleted_at.is_some() {
-            "deleted"
-        } else if self.0.archived_at.is_some() {
-            "archived"
-        } else {
-            "active"
-        })
-    }
-    /// First (given) name.
-    async fn first_name(&self) -> Option<&str> {
-        Some(&self.0.fields.first_name)
-    }
-    /// Last (family) name.
-    async fn last_name(&self) -> Option<&str> {
-        Some(&self.0.fields.last_name)
-    }
-    /// First and last name.
-    async fn full_name(&self) -> Option<String> {
-        Some(format!(
-            "{} {}",
-            self.0.fields.first_name, self.0.fields.last_name
-        ))
-    }
-    /// Date of birth.
-    async fn dob(&self) -> Option<Date> {
-        Date::from_stored(self.0.fields.dob.as_deref())
-    }
-    /// Gender, as the patient describes it.
-    async fn gender(&self) -> Option<&str> {
-        self.0.fields.gender.as_deref()
-    }
-    /// Sex, as recorded for clinical purposes.
-    async fn sex(&self) -> Option<&str> {
-        self.0.fields.sex.as_deref()
-    }
-    /// Email address, lower-cased.
-    async fn email(&self) -> Option<&str> {
-        self.0.fields.email.as_deref()
-    }
-    /// Phone numbers (at most one is kept today).
-    async fn phones(&self) -> Option<Vec<Option<Phone>>> {
-        let f = &self.0.fields;
-        if f.phone_number.is_none() && f.phone_type.is_none() {
-            return Some(Vec::new());
-        }
-        Some(vec![Some(Phone {
-            phone_type: f.phone_type.clone(),
-            phone_number: f.phone_number.clone(),
-        })])
-    }
-    /// Postal address.
-    async fn address(&self) -> Option<Address> {
-        let f = &self.0.fields;
-        Some(Address {
-            address: f.address.clone(),
-            city: f.city.clone(),
-            postcode: f.postcode.clone(),
-            country: f.country.clone(),
-        })
-    }
-    /// Free-text notes on the patient.
-    async fn comments(&self) -> Option<&str> {
-        self.0.fields.comments.as_deref()
-    }
-    /// The labels on the patient, in the order they were put on.
-    async fn labels(&self, ctx: &Context<'_>) -> Result<Option<Vec<Option<PatientLabel>>>> {
-        let labels = load_one::<loaders::PatientLabels>(ctx, &self.0.id)
-            .await?
-            .unwrap_or_default();
-        Ok(items(labels, |l| PatientLabel {
-            id: ID(l.id),
-            reference_id: ID(l.label_id),
-            text: Some(l.title),
-            color: l.color,
-        }))
-    }
-    /// The patient's bookings that start or end between these dates (whole days, UTC, both
-    /// included; less than 366 days apart), cancelled ones left out; at most 500. Needs
-    /// `bookings:read`.
-    async fn bookings(
-        &self,
-        ctx: &Context<'_>,
-        #[graphql(desc = "The first day.")] start: Date,
-        #[graphql(desc = "The last day.")] end: Date,
-    ) -> Result<Option<Vec<Option<super::bookings::Booking>>>> {
-        super::bookings::of_patient(ctx, &self.0.id, start, end).await
-    }
-    /// True when the patient is archived: kept, but left out of lists unless asked for.
-    async fn archived(&self) -> Option<bool> {
-        Some(self.0.archived_at.is_some())
-    }
-    /// Why the patient was archived, as given to archivePatient.
-    async fn archive_reason(&self) -> Option<&str> {
-        self.0.archive_reason.as_deref()
-    }
-    /// Comments given to archivePatient.
-    async fn archive_comments(&self) -> Option<&str> {
-        self.0.archive_comments.as_deref()
-    }
-    /// True when the patient was deleted (a soft delete: the record is kept, but left out of
-    /// lists unless asked for, and can no longer be changed).
-    async fn deleted(&self) -> Option<bool> {
-        Some(self.0.deleted_at.is_some())
-    }
-    /// When the patient was added.
-    async fn created_at(&self) -> Option<DateTime> {
-        Some(DateTime::from_ms(self.0.created_at))
-    }
-    /// When the patient's record last changed (labels included).
-    async fn updated_at(&self) -> Option<DateTime> {
-        Some(DateTime::from_ms(self.0.updated_at))
-    }
-}
-
-/// A page of patients.
-#[derive(SimpleObject)]
-pub struct PatientData {
-    /// The patients on this page.
-    pub data: Option<Vec<Option<Patient>>>,
-    /// Where this page sits in the list.
-    pub page_info: Option<PageInfo>,
-}
 
 /// The data of a new patient.
 #[derive(InputObject)]
@@ -275,11 +88,28 @@ pub struct UpdatePatientDataInput {
     pub comments: MaybeUndefined<String>,
 }
 
-fn line(field: &str) -> impl Fn(Option<String>) -> Result<Option<String>> + '_ {
+/// A single line of text of `patientData`, checked.
+fn line(field: &'static str) -> impl Fn(Option<String>) -> Result<Option<String>> {
     move |v| optional_text(&format!("patientData.{field}"), v, MAX_LINE_CHARS)
 }
 
-fn check_dob(dob: Option<Date>) -> Result<Option<String>> {
+/// The notes of `patientData`, checked.
+fn notes(value: Option<String>) -> Result<Option<String>> {
+    optional_text("patientData.comments", value, MAX_TEXT_CHARS)
+}
+
+/// A name of `patientData` (`first`, `last`), checked: required, not blank.
+fn name(field: &'static str, value: String) -> Result<String> {
+    required_text(&format!("patientData.{field}"), value, MAX_LINE_CHARS)
+}
+
+/// The patient's email, checked and lower-cased.
+fn patient_email(value: Option<String>) -> Result<Option<String>> {
+    email("patientData.email", value)
+}
+
+/// A date of birth, checked: not in the future.
+fn dob(dob: Option<Date>) -> Result<Option<String>> {
     match dob {
         Some(d) if d.0 > chrono::Utc::now().date_naive() => Err(bad_input(format!(
             "patientData.dob must not be in the future, got {}",
@@ -304,10 +134,10 @@ impl CreatePatientDataInput {
     fn into_fields(self) -> Result<(PatientFields, Vec<String>)> {
         let fields = PatientFields {
             title: line("title")(self.title)?,
-            first_name: required_text("patientData.first", self.first, MAX_LINE_CHARS)?,
-            last_name: required_text("patientData.last", self.last, MAX_LINE_CHARS)?,
-            email: email("patientData.email", self.email)?,
-            dob: check_dob(self.dob)?,
+            first_name: name("first", self.first)?,
+            last_name: name("last", self.last)?,
+            email: patient_email(self.email)?,
+            dob: dob(self.dob)?,
             gender: line("gender")(self.gender)?,
             sex: line("sex")(self.sex)?,
             address: line("address")(self.address)?,
@@ -316,66 +146,43 @@ impl CreatePatientDataInput {
             country: line("country")(self.country)?,
             phone_type: line("phoneType")(self.phone_type)?,
             phone_number: line("phoneNumber")(self.phone_number)?,
-            comments: optional_text("patientData.comments", self.comments, MAX_TEXT_CHARS)?,
+            comments: notes(self.comments)?,
         };
         Ok((fields, label_ids(self.labels.unwrap_or_default())))
     }
 }
 
-/// Checked changes to a patient: for each field, None leaves it, Some(v) sets it to v.
-#[derive(Default)]
-struct PatientPatch {
-    first_name: Option<String>,
-    last_name: Option<String>,
-    optional: Vec<(OptionalField, Option<String>)>,
+/// Adds to `patch` the change of one optional field: omitted leaves it, null clears it, a
+/// value is checked with `check` (as on create) and set with `set`.
+fn change<T, V: Send + 'static>(
+    patch: &mut PatientPatch,
+    update: MaybeUndefined<T>,
+    check: impl FnOnce(Option<T>) -> Result<Option<V>>,
+    set: fn(&mut PatientFields, Option<V>),
+) -> Result<()> {
+    let value = match update {
+        MaybeUndefined::Undefined => return Ok(()),
+        MaybeUndefined::Null => None,
+        MaybeUndefined::Value(v) => check(Some(v))?,
+    };
+    patch.set(move |f| set(f, value));
+    Ok(())
 }
 
-/// The patient fields that may be empty.
-#[derive(Clone, Copy)]
-enum OptionalField {
-    Title,
-    Email,
-    Dob,
-    Gender,
-    Sex,
-    Address,
-    City,
-    Postcode,
-    Country,
-    PhoneType,
-    PhoneNumber,
-    Comments,
-}
-
-impl OptionalField {
-    fn slot(self, f: &mut PatientFields) -> &mut Option<String> {
-        match self {
-            OptionalField::Title => &mut f.title,
-            OptionalField::Email => &mut f.email,
-            OptionalField::Dob => &mut f.dob,
-            OptionalField::Gender => &mut f.gender,
-            OptionalField::Sex => &mut f.sex,
-            OptionalField::Address => &mut f.address,
-            OptionalField::City => &mut f.city,
-            OptionalField::Postcode => &mut f.postcode,
-            OptionalField::Country => &mut f.country,
-            OptionalField::PhoneType => &mut f.phone_type,
-            OptionalField::PhoneNumber => &mut f.phone_number,
-            OptionalField::Comments => &mut f.comments,
-        }
-    }
-}
-
-impl PatientPatch {
-    fn apply(self, f: &mut PatientFields) {
-        if let Some(first) = self.first_name {
-            f.first_name = first;
-        }
-        if let Some(last) = self.last_name {
-            f.last_name = last;
-        }
-        for (field, value) in self.optional {
-            *field.slot(f) = value;
+/// Adds to `patch` the change of a name, which cannot be cleared.
+fn rename(
+    patch: &mut PatientPatch,
+    field: &'static str,
+    update: MaybeUndefined<String>,
+    set: fn(&mut PatientFields, String),
+) -> Result<()> {
+    match update {
+        MaybeUndefined::Undefined => Ok(()),
+        MaybeUndefined::Null => Err(bad_input(format!("patientData.{field} cannot be cleared"))),
+        MaybeUndefined::Value(v) => {
+            let value = name(field, v)?;
+            patch.set(move |f| set(f, value));
+            Ok(())
         }
     }
 }
@@ -383,77 +190,28 @@ impl PatientPatch {
 impl UpdatePatientDataInput {
     /// Checks each change as on create.
     fn into_patch(self) -> Result<PatientPatch> {
-        let mut out = PatientPatch::default();
-        for (name, target, update) in [
-            ("first", &mut out.first_name, self.first),
-            ("last", &mut out.last_name, self.last),
-        ] {
-            match update {
-                MaybeUndefined::Undefined => {}
-                MaybeUndefined::Null => {
-                    return Err(bad_input(format!("patientData.{name} cannot be cleared")));
-                }
-                MaybeUndefined::Value(v) => {
-                    *target = Some(required_text(
-                        &format!("patientData.{name}"),
-                        v,
-                        MAX_LINE_CHARS,
-                    )?)
-                }
-            }
-        }
-        let mut set = |field,
-                       update: MaybeUndefined<String>,
-                       clean: &dyn Fn(Option<String>) -> Result<Option<String>>|
-         -> Result<()> {
-            let mut value = None;
-            if !update.is_undefined() {
-                patch(&mut value, update, clean)?;
-                out.optional.push((field, value));
-            }
-            Ok(())
-        };
-        set(OptionalField::Email, self.email, &|v| {
-            email("patientData.email", v)
+        let mut p = PatientPatch::default();
+        rename(&mut p, "first", self.first, |f, v| f.first_name = v)?;
+        rename(&mut p, "last", self.last, |f, v| f.last_name = v)?;
+        change(&mut p, self.email, patient_email, |f, v| f.email = v)?;
+        change(&mut p, self.dob, dob, |f, v| f.dob = v)?;
+        change(&mut p, self.title, line("title"), |f, v| f.title = v)?;
+        change(&mut p, self.gender, line("gender"), |f, v| f.gender = v)?;
+        change(&mut p, self.sex, line("sex"), |f, v| f.sex = v)?;
+        change(&mut p, self.address, line("address"), |f, v| f.address = v)?;
+        change(&mut p, self.city, line("city"), |f, v| f.city = v)?;
+        change(&mut p, self.postcode, line("postcode"), |f, v| {
+            f.postcode = v
         })?;
-        let dob = match self.dob {
-            MaybeUndefined::Undefined => MaybeUndefined::Undefined,
-            MaybeUndefined::Null => MaybeUndefined::Null,
-            MaybeUndefined::Value(d) => match check_dob(Some(d))? {
-                Some(text) => MaybeUndefined::Value(text),
-                None => MaybeUndefined::Null,
-            },
-        };
-        set(OptionalField::Dob, dob, &|v| Ok(v))?;
-        for (field, name, update) in [
-            (OptionalField::Title, "title", self.title),
-            (OptionalField::Gender, "gender", self.gender),
-            (OptionalField::Sex, "sex", self.sex),
-            (OptionalField::Address, "address", self.address),
-            (OptionalField::City, "city", self.city),
-            (OptionalField::Postcode, "postcode", self.postcode),
-            (OptionalField::Country, "country", self.country),
-            (OptionalField::PhoneType, "phoneType", self.phone_type),
-            (OptionalField::PhoneNumber, "phoneNumber", self.phone_number),
-        ] {
-            set(field, update, &line(name))?;
-        }
-        set(OptionalField::Comments, self.comments, &|v| {
-            optional_text("patientData.comments", v, MAX_TEXT_CHARS)
+        change(&mut p, self.country, line("country"), |f, v| f.country = v)?;
+        let phone_type = line("phoneType");
+        change(&mut p, self.phone_type, phone_type, |f, v| f.phone_type = v)?;
+        let phone_number = line("phoneNumber");
+        change(&mut p, self.phone_number, phone_number, |f, v| {
+            f.phone_number = v
         })?;
-        Ok(out)
-    }
-}
-
-/// Turns a store outcome into the mutation's envelope.
-fn respond(id: &str, change: PatientChange) -> Option<ResponsePayload<Patient>> {
-    ResponsePayload::of(change, "patient", id, Patient)
-}
-
-fn refuse_if_deleted(p: &stored::Patient) -> Result<(), String> {
-    match p.deleted_at {
-        Some(_) => Err(stored::DELETED.into()),
-        None => Ok(()),
+        change(&mut p, self.comments, notes, |f, v| f.comments = v)?;
+        Ok(p)
     }
 }
 
@@ -523,26 +281,6 @@ impl PatientQueries {
 #[derive(Default)]
 pub struct PatientMutations;
 
-/// Changes a patient, if the caller may: refuses a deleted patient, applies `change` under
-/// the patient's row lock, records `action` in the audit log, and wraps the outcome in the
-/// envelope.
-async fn change_patient(
-    ctx: &Context<'_>,
-    id: &str,
-    action: &'static str,
-    labels: Option<&[String]>,
-    change: impl FnOnce(&mut stored::Patient) -> Modification,
-) -> Result<Option<ResponsePayload<Patient>>> {
-    let outcome = authorize_write(ctx)?
-        .modify_patient(id, action, labels, |p| {
-            refuse_if_deleted(p)?;
-            change(p)
-        })
-        .await
-        .or_fail()?;
-    Ok(respond(id, outcome))
-}
-
 #[Object]
 impl PatientMutations {
     /// Adds a patient. Needs `patients:write`.
@@ -554,7 +292,7 @@ impl PatientMutations {
         let practice = authorize_write(ctx)?;
         let (fields, labels) = patient_data.into_fields()?;
         let change = practice.create_patient(fields, &labels).await.or_fail()?;
-        Ok(respond("", change))
+        envelope(change, Patient)
     }
 
     /// Changes a patient's data. Refused for a deleted patient. Needs `patients:write`.
@@ -565,14 +303,14 @@ impl PatientMutations {
         #[graphql(desc = "The changes; omitted fields are left as they are.")]
         patient_data: UpdatePatientDataInput,
     ) -> Result<Option<ResponsePayload<Patient>>> {
-        authorize(ctx, OperationKind::Mutation)?;
+        let practice = authorize_write(ctx)?;
         let labels = patient_data.labels.clone().map(label_ids);
         let patch = patient_data.into_patch()?;
-        change_patient(ctx, &id, "update", labels.as_deref(), |p| {
-            patch.apply(&mut p.fields);
-            Ok(())
-        })
-        .await
+        let change = practice
+            .update_patient(&id, patch, labels.as_deref())
+            .await
+            .or_fail()?;
+        envelope(change, Patient)
     }
 
     /// Deletes a patient: a soft delete that keeps the record, marked `deleted`, out of lists
@@ -582,11 +320,8 @@ impl PatientMutations {
         ctx: &Context<'_>,
         #[graphql(desc = "The patient's id.")] id: ID,
     ) -> Result<Option<ResponsePayload<Patient>>> {
-        change_patient(ctx, &id, "delete", None, |p| {
-            p.deleted_at = Some(now_ms());
-            Ok(())
-        })
-        .await
+        let change = authorize_write(ctx)?.delete_patient(&id).await.or_fail()?;
+        envelope(change, Patient)
     }
 
     /// Archives a patient: kept, but left out of lists unless asked for. Needs
@@ -598,19 +333,14 @@ impl PatientMutations {
         #[graphql(desc = "Why the patient is archived.")] reason: Option<String>,
         #[graphql(desc = "Free-text comments.")] comments: Option<String>,
     ) -> Result<Option<ResponsePayload<Patient>>> {
-        authorize(ctx, OperationKind::Mutation)?;
+        let practice = authorize_write(ctx)?;
         let reason = optional_text("reason", reason, MAX_LINE_CHARS)?;
         let comments = optional_text("comments", comments, MAX_TEXT_CHARS)?;
-        change_patient(ctx, &id, "archive", None, |p| {
-            if p.archived_at.is_some() {
-                return Err("This patient is already archived".into());
-            }
-            p.archived_at = Some(now_ms());
-            p.archive_reason = reason;
-            p.archive_comments = comments;
-            Ok(())
-        })
-        .await
+        let change = practice
+            .archive_patient(&id, reason, comments)
+            .await
+            .or_fail()?;
+        envelope(change, Patient)
     }
 
     /// Brings an archived patient back. Needs `patients:write`.
@@ -619,16 +349,11 @@ impl PatientMutations {
         ctx: &Context<'_>,
         #[graphql(desc = "The patient's id.")] id: ID,
     ) -> Result<Option<ResponsePayload<Patient>>> {
-        change_patient(ctx, &id, "unarchive", None, |p| {
-            if p.archived_at.is_none() {
-                return Err("This patient is not archived".into());
-            }
-            p.archived_at = None;
-            p.archive_reason = None;
-            p.archive_comments = None;
-            Ok(())
-        })
-        .await
+        let change = authorize_write(ctx)?
+            .unarchive_patient(&id)
+            .await
+            .or_fail()?;
+        envelope(change, Patient)
     }
 
     /// Puts a label of the catalogue on a patient, and returns the patient with it in
@@ -644,7 +369,7 @@ impl PatientMutations {
             .add_patient_label(&patient_id, &label_reference_id)
             .await
             .or_fail()?;
-        Ok(respond(&patient_id, change))
+        envelope(change, Patient)
     }
 
     /// Takes a label off a patient. Needs `patients:write`.
@@ -662,6 +387,6 @@ impl PatientMutations {
             .remove_patient_label(&patient_id, &label_id)
             .await
             .or_fail()?;
-        Ok(respond(&patient_id, change))
+        envelope(change, Patient)
     }
 }

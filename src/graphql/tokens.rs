@@ -1,73 +1,15 @@
-//! Settings: API tokens.
+//! Settings: API tokens, the `apiTokens` query and the token mutations.
 
-use async_graphql::{Context, ID, Object, Result, SimpleObject};
+use async_graphql::{Context, ID, Object, Result};
 
-use super::access::{authorize, authorize_write, check_operation_exists, writer};
+use super::access::{authorize, authorize_write, writer};
 use super::error::{OrFail, bad_input};
-use super::pagination::items;
+use super::objects::{ApiToken, ApiTokenPayload, items, sentence};
 use super::scalars::DateTime;
 use super::store;
-use crate::auth::{self, OperationKind, Permission, Permissions};
-use crate::store::tokens::{self as stored, TokenKind};
-
-pub struct ApiToken(pub stored::Token);
-
-/// An API token, for integrations where no one signs in. Its secret is shown once, when it
-/// is made; only a hash is kept.
-#[Object]
-impl ApiToken {
-    /// The token's id (not its secret): what revokeApiToken takes.
-    async fn id(&self) -> ID {
-        ID(self.0.id.clone())
-    }
-    /// A name saying what the token is for, e.g. "Booking widget".
-    async fn name(&self) -> &str {
-        &self.0.name
-    }
-    /// What the token may do, e.g. ["patients:read", "query:patient"].
-    async fn permissions(&self) -> Vec<String> {
-        self.0.permission_list()
-    }
-    /// When the token was made.
-    async fn created_at(&self) -> Option<DateTime> {
-        Some(DateTime::from_ms(self.0.created_at))
-    }
-    /// When the token was last used, to the minute; null if never.
-    async fn last_used_at(&self) -> Option<DateTime> {
-        DateTime::from_opt(self.0.last_used_at)
-    }
-    /// When the token stops working; null if never.
-    async fn expires_at(&self) -> Option<DateTime> {
-        DateTime::from_opt(self.0.expires_at)
-    }
-    /// True once the token has been revoked: it is refused from then on.
-    async fn revoked(&self) -> Option<bool> {
-        Some(self.0.revoked_at.is_some())
-    }
-}
-
-/// What createApiToken and revokeApiToken return.
-#[derive(SimpleObject, Default)]
-pub struct ApiTokenPayload {
-    /// The token.
-    pub data: Option<ApiToken>,
-    /// The secret to send in the x-token header. Given once, by createApiToken; it cannot be
-    /// read again.
-    pub token: Option<String>,
-    /// Why the mutation was refused; null on success.
-    pub error: Option<String>,
-}
-
-/// Parses permission strings and checks that every operation they name exists.
-pub fn parse_permissions(list: &[String]) -> Result<Permissions, String> {
-    let permissions = Permissions::parse(list)?;
-    for p in permissions.iter() {
-        if let Permission::Operation(kind, name) = p {
-            check_operation_exists(*kind, name)?;
-        }
-    }
-    Ok(permissions)
-}
+use crate::auth::{self, OperationKind, parse_permissions};
+use crate::domain::{Record, Refusal};
+use crate::store::tokens::TokenKind;
 
 #[derive(Default)]
 pub struct TokenQueries;
@@ -156,7 +98,10 @@ impl TokenMutations {
                 ..Default::default()
             },
             None => ApiTokenPayload {
-                error: Some(format!("No API token with id {}", id.as_str())),
+                error: Some(sentence(&Refusal::NotFound(
+                    Record::ApiToken,
+                    id.to_string(),
+                ))),
                 ..Default::default()
             },
         }))

@@ -5,21 +5,18 @@
 
 use std::time::Duration;
 
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use serde_json::{Map, Value};
+use axum::http::HeaderMap;
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::auth::{Principal, secret};
 use crate::graphql::error::code;
+use crate::graphql::pipeline::{Params, Rejection, Stop};
 use crate::store::idempotency::{Claim, Claimed, Reclaim, StoredResponse};
-use crate::store::{StoreError, now_ms};
+use crate::store::{Store, now_ms};
 
 /// The request header.
 const HEADER: &str = "idempotency-key";
-
-/// The header a replayed response carries.
-const REPLAYED: &str = "idempotent-replayed";
 
 /// Longest key.
 pub const MAX_KEY_CHARS: usize = 255;
@@ -53,16 +50,12 @@ pub fn key_of(headers: &HeaderMap) -> Result<Option<String>, String> {
 }
 
 /// A hash of what a request asks for: its document, operation name and variables.
-pub fn request_hash(
-    query: &str,
-    operation_name: Option<&str>,
-    variables: Option<&Map<String, Value>>,
-) -> String {
-    let mut variables = variables.map(|v| Value::Object(v.clone()));
+pub fn request_hash(params: &Params) -> String {
+    let mut variables = params.variables.clone().map(Value::Object);
     if let Some(variables) = variables.as_mut() {
         sort_keys(variables);
     }
-    let canonical = serde_json::json!([query, operation_name, variables]);
+    let canonical = serde_json::json!([params.query, params.operation_name, variables]);
     let digest = Sha256::digest(canonical.to_string().as_bytes());
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -92,12 +85,9 @@ pub struct Held {
 pub enum Outcome {
     /// Run it; keep its response with [`finish`].
     Run(Held),
-    /// Answer at once: the first response again, or a refusal.
-    Answer(Response),
+    /// Answer with the first response again.
+    Replay(StoredResponse),
 }
-
-/// A refusal of the key, as the handler words it: status, code, message.
-pub type Refusal = (StatusCode, &'static str, String);
 
 impl Held {
     fn claim(&self) -> Claim<'_> {
@@ -112,12 +102,12 @@ impl Held {
 /// Claims `key` for the caller's request. `abandon_after` is how long an unfinished claim is
 /// waited for before a retry may take it over: longer than any request may run.
 pub async fn claim(
-    store: &crate::store::Store,
+    store: &Store,
     principal: &Principal,
     key: String,
     request_hash: String,
     abandon_after: Duration,
-) -> Result<Result<Outcome, Refusal>, StoreError> {
+) -> Result<Outcome, Rejection> {
     let held = Held {
         practice_id: principal.practice_id.clone(),
         token_id: principal.token_id.clone(),
@@ -132,25 +122,27 @@ pub async fn claim(
     let claimed = store
         .practice(&held.practice_id)
         .claim_idempotency_key(held.claim(), now, reclaim)
-        .await?;
-    Ok(match claimed {
+        .await
+        .map_err(|error| {
+            tracing::warn!(%error, "could not claim an idempotency key");
+            Rejection::database_unavailable()
+        })?;
+    match claimed {
         Claimed::Mine => Ok(Outcome::Run(held)),
-        Claimed::Done(stored) => Ok(Outcome::Answer(replay(stored))),
-        Claimed::Pending => Err((
-            StatusCode::CONFLICT,
+        Claimed::Done(stored) => Ok(Outcome::Replay(stored)),
+        Claimed::Pending => Err(Rejection::new(
+            Stop::InProgress,
             code::IDEMPOTENCY_KEY_IN_USE,
-            "A request with this Idempotency-Key is still being handled; retry in a moment \
-             to get its response"
-                .into(),
+            "A request with this Idempotency-Key is still being handled; retry in a moment to \
+             get its response",
         )),
-        Claimed::OtherRequest => Err((
-            StatusCode::UNPROCESSABLE_ENTITY,
+        Claimed::OtherRequest => Err(Rejection::new(
+            Stop::KeyReused,
             code::IDEMPOTENCY_KEY_REUSED,
             "This Idempotency-Key was used for a different request: send a new key with each \
-             new request, and the same key only with a retry of the same request"
-                .into(),
+             new request, and the same key only with a retry of the same request",
         )),
-    })
+    }
 }
 
 /// Keeps the response of a request that held its key, for its retries; secrets in it (the
@@ -159,16 +151,16 @@ pub async fn claim(
 /// INTERNAL_SERVER_ERROR or SERVICE_UNAVAILABLE) lets its key go instead, so that a retry runs
 /// it again. If the response cannot be kept, a retry finds the claim unfinished and, once it
 /// is abandoned, runs again: said in the log.
-pub async fn finish(store: &crate::store::Store, held: Held, reply: &super::graphql::Reply) {
+pub async fn finish(store: &Store, held: Held, status: u16, content_type: &str, body: &Value) {
     let practice = store.practice(&held.practice_id);
-    let done = if failed_before_writing(&reply.body) {
+    let done = if failed_before_writing(body) {
         practice.release_idempotency_key(held.claim()).await
     } else {
-        let mut body = reply.body.clone();
+        let mut body = body.clone();
         redact_secrets(&mut body);
         let response = StoredResponse {
-            status: i64::from(reply.status.as_u16()),
-            content_type: reply.content_type().to_string(),
+            status: i64::from(status),
+            content_type: content_type.to_string(),
             response: body.to_string(),
         };
         practice
@@ -207,27 +199,12 @@ fn redact_secrets(value: &mut Value) {
     }
 }
 
-/// The first response, sent again.
-fn replay(stored: StoredResponse) -> Response {
-    let status = u16::try_from(stored.status)
-        .ok()
-        .and_then(|s| StatusCode::from_u16(s).ok())
-        .unwrap_or(StatusCode::OK);
-    let mut response = (status, stored.response).into_response();
-    let content_type = HeaderValue::from_str(&stored.content_type)
-        .unwrap_or(HeaderValue::from_static("application/json; charset=utf-8"));
-    let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, content_type);
-    headers.insert(REPLAYED, HeaderValue::from_static("true"));
-    response
-}
-
 /// How often expired keys are deleted.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(3600);
 
 /// Deletes the keys older than [`KEEP_FOR`], in every practice. Expired keys are ignored even
 /// before they are swept; this keeps the table to a day's keys.
-pub async fn sweep(store: &crate::store::Store) {
+pub async fn sweep(store: &Store) {
     match store
         .forget_idempotency_keys(now_ms() - millis(KEEP_FOR))
         .await
@@ -249,7 +226,10 @@ mod tests {
     fn headers(values: &[&str]) -> HeaderMap {
         let mut map = HeaderMap::new();
         for v in values {
-            map.append(HEADER, HeaderValue::from_str(v).expect("header"));
+            map.append(
+                HEADER,
+                axum::http::HeaderValue::from_str(v).expect("header"),
+            );
         }
         map
     }
@@ -269,19 +249,29 @@ mod tests {
 
     #[test]
     fn hashes_what_the_request_asks() {
-        let vars: Map<String, Value> = serde_json::from_str(r#"{"id":"1"}"#).expect("json");
-        let a = request_hash("mutation { x }", None, Some(&vars));
-        assert_eq!(a, request_hash("mutation { x }", None, Some(&vars)));
-        assert_ne!(a, request_hash("mutation { x }", Some("X"), Some(&vars)));
-        assert_ne!(a, request_hash("mutation { y }", None, Some(&vars)));
-        assert_ne!(a, request_hash("mutation { x }", None, None));
-        let one: Map<String, Value> =
-            serde_json::from_str(r#"{"a":1,"b":{"c":2,"d":[{"e":3,"f":4}]}}"#).expect("json");
-        let other: Map<String, Value> =
-            serde_json::from_str(r#"{"b":{"d":[{"f":4,"e":3}],"c":2},"a":1}"#).expect("json");
+        let params = |query: &str, name: Option<&str>, variables: Option<&str>| Params {
+            query: query.into(),
+            operation_name: name.map(str::to_string),
+            variables: variables.map(|v| serde_json::from_str(v).expect("json")),
+            extensions: None,
+        };
+        let vars = Some(r#"{"id":"1"}"#);
+        let a = request_hash(&params("mutation { x }", None, vars));
+        assert_eq!(a, request_hash(&params("mutation { x }", None, vars)));
+        assert_ne!(a, request_hash(&params("mutation { x }", Some("X"), vars)));
+        assert_ne!(a, request_hash(&params("mutation { y }", None, vars)));
+        assert_ne!(a, request_hash(&params("mutation { x }", None, None)));
         assert_eq!(
-            request_hash("m", None, Some(&one)),
-            request_hash("m", None, Some(&other))
+            request_hash(&params(
+                "m",
+                None,
+                Some(r#"{"a":1,"b":{"c":2,"d":[{"e":3,"f":4}]}}"#)
+            )),
+            request_hash(&params(
+                "m",
+                None,
+                Some(r#"{"b":{"d":[{"f":4,"e":3}],"c":2},"a":1}"#)
+            ))
         );
     }
 

@@ -1,16 +1,13 @@
-//! HTTP: the router, GraphQL over HTTP, GraphiQL and health.
+//! HTTP: the router, GraphQL over HTTP (around the request pipeline of `graphql::pipeline`),
+//! GraphiQL and health. Transport only: what a request means is the pipeline's to say.
 
-mod audit;
-mod documents;
 mod graphiql;
 mod graphql;
 mod idempotency;
-mod order;
-mod rate_limit;
+mod reply;
 mod server;
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -22,56 +19,38 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tower_http::trace::TraceLayer;
 
-use self::audit::ReadAudit;
-use self::documents::Documents;
-use self::rate_limit::RateLimits;
 use self::server::ConnectionLimits;
 use crate::config::ServeConfig;
-use crate::graphql::limits::Limits;
-use crate::graphql::{ApiSchema, ApiSettings, build_schema};
+use crate::graphql::ApiSettings;
+use crate::graphql::pipeline::Pipeline;
 use crate::store::Store;
 
 /// What every handler shares.
 #[derive(Clone)]
 pub struct AppState {
-    pub store: Store,
-    pub schema: ApiSchema,
+    /// The stages every GraphQL request goes through.
+    pub pipeline: Pipeline,
     pub max_body_bytes: usize,
-    pub limits: Limits,
-    pub rate_limits: Arc<RateLimits>,
     pub request_timeout: Duration,
-    /// Records the reads of queries in the audit log.
-    pub read_audit: ReadAudit,
     /// What a client connection may cost.
     pub connections: ConnectionLimits,
-    /// Documents parsed before, by their text.
-    pub documents: Documents,
 }
 
 impl AppState {
     pub fn new(store: Store, config: &ServeConfig) -> AppState {
-        let schema = build_schema(
-            store.clone(),
-            ApiSettings {
-                user_token_ttl: config.user_token_ttl,
-                limits: config.limits(),
-            },
-        );
-        let read_audit = ReadAudit::start(store.clone());
-        AppState {
-            store,
-            schema,
-            max_body_bytes: config.max_body_bytes,
+        let settings = ApiSettings {
+            user_token_ttl: config.user_token_ttl,
             limits: config.limits(),
-            rate_limits: Arc::new(RateLimits::new(config.rate_limit)),
+        };
+        AppState {
+            pipeline: Pipeline::new(store, settings, config.rate_limit),
+            max_body_bytes: config.max_body_bytes,
             request_timeout: config.request_timeout,
-            read_audit,
             connections: ConnectionLimits {
                 header_timeout: config.header_timeout,
                 max_connections: config.max_client_connections,
                 drain_timeout: config.request_timeout,
             },
-            documents: Documents::default(),
         }
     }
 }
@@ -79,15 +58,7 @@ impl AppState {
 /// The routes: `/graphql` (GET and POST) and `/health`.
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route(
-            "/graphql",
-            get(graphql::handle)
-                .post(graphql::handle)
-                .layer(axum::middleware::from_fn_with_state(
-                    state.clone(),
-                    time_limit,
-                )),
-        )
+        .route("/graphql", get(graphql::handle).post(graphql::handle))
         .route("/graphiql/{file}", get(graphiql::asset))
         .route("/health", get(health))
         .layer(axum::middleware::from_fn(request_id))
@@ -121,38 +92,6 @@ async fn request_id(
     response
 }
 
-/// Stops a GraphQL request that takes longer than `PRACTICE_REQUEST_TIMEOUT`, a slow client's
-/// trickling body included. Dropping the handler rolls back the transaction it was in; what
-/// it had already committed stays.
-async fn time_limit(
-    axum::extract::State(state): axum::extract::State<AppState>,
-    request: Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    let limit = state.request_timeout;
-    match tokio::time::timeout(limit, next.run(request)).await {
-        Ok(response) => response,
-        Err(_) => {
-            tracing::warn!(?limit, "request stopped: it took too long");
-            let body = json!({ "errors": [{
-                "message": format!(
-                    "The request took longer than the limit of {} and was stopped; try again, \
-                     or ask for less",
-                    humantime::format_duration(limit)
-                ),
-                "extensions": { "code": "SERVICE_UNAVAILABLE" }
-            }] });
-            let mut response =
-                (axum::http::StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
-            response.headers_mut().insert(
-                axum::http::header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json; charset=utf-8"),
-            );
-            response
-        }
-    }
-}
-
 /// The id of a request, as `x-request-id` gives it.
 #[derive(Clone, Debug)]
 pub struct RequestId(pub String);
@@ -168,17 +107,9 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let rate_limits = Arc::downgrade(&state.rate_limits);
-    tokio::spawn(async move {
-        let mut every = tokio::time::interval(RateLimits::FORGET_EVERY);
-        // Ends with the server, when the last state holding the limits is gone.
-        while let Some(limits) = rate_limits.upgrade() {
-            limits.forget_idle();
-            drop(limits);
-            every.tick().await;
-        }
-    });
-    let store = state.store.clone();
+    // Ends with the server, when the last state holding the pipeline is gone.
+    state.pipeline.forget_idle_callers();
+    let store = state.pipeline.store().clone();
     let sweeper = tokio::spawn(async move {
         let mut every = tokio::time::interval(idempotency::SWEEP_EVERY);
         loop {

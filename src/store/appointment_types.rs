@@ -6,6 +6,7 @@ use sqlx::FromRow;
 
 use super::audit::Event;
 use super::{Change, Keyed, PracticeStore, StoreResult, new_id, now_ms};
+use crate::domain::{Record, Refusal};
 
 const APPOINTMENT_TYPE_COLUMNS: &str = "id, title, duration, price";
 
@@ -75,9 +76,9 @@ impl PracticeStore<'_> {
         .await;
         self.finish_unique(
             tx,
-            result.map(|_| Some(made)),
+            result.map(|_| made),
             |a| Event::of("create", "appointment_type", &a.id),
-            || format!("An appointment type titled \"{title}\" already exists"),
+            || Refusal::Taken(Record::AppointmentType, title.to_string()),
         )
         .await
     }

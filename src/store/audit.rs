@@ -213,16 +213,16 @@ impl<'a> PracticeStore<'a> {
         let mut args = Args::default();
         let mut sql = format!("SELECT {EVENT_COLUMNS} FROM audit_events WHERE practice_id = $1");
         if let Some(patient_id) = &filter.patient_id {
-            sql += &format!(" AND patient_id = {}", args.text(patient_id));
+            sql += &format!(" AND patient_id = {}", args.add(patient_id));
         }
         if let Some(actor_id) = &filter.actor_id {
-            sql += &format!(" AND actor_id = {}", args.text(actor_id));
+            sql += &format!(" AND actor_id = {}", args.add(actor_id));
         }
         if let Some((from, to)) = filter.at {
-            let (from, to) = (args.int(from), args.int(to));
+            let (from, to) = (args.add(from), args.add(to));
             sql += &format!(" AND at >= {from} AND at <= {to}");
         }
-        let (limit, offset) = (args.int(page.limit()), args.int(page.offset()));
+        let (limit, offset) = (args.add(page.limit()), args.add(page.offset()));
         sql += &format!(" ORDER BY at DESC, id DESC LIMIT {limit} OFFSET {offset}");
         let query = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id);
         let rows = args.bind(query).fetch_all(self.read()).await?;

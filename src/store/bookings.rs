@@ -1,23 +1,25 @@
 //! Bookings: a patient seeing a doctor, at a time, maybe at a location and for an appointment
-//! type. The database itself refuses two active bookings of one doctor that overlap (a
-//! trigger on SQLite, an exclusion constraint on PostgreSQL, both named bookings_no_overlap).
+//! type, and the rules of a booking: its times (see [`check_booking_times`]), the records it
+//! names, and that a cancelled booking no longer changes. The database itself refuses two
+//! active bookings of one doctor that overlap (a trigger on SQLite, an exclusion constraint on
+//! PostgreSQL, both named bookings_no_overlap).
 
-use chrono::{TimeZone, Utc};
+use std::sync::LazyLock;
+
 use sqlx::{Any, FromRow, Transaction};
 
 use super::audit::Event;
 use super::{
-    Args, Change, Page, PageRequest, PracticeStore, StoreResult, new_id, now_ms, time_filters,
+    Args, Change, Columns, Page, PageRequest, PracticeStore, StoreResult, new_id, now_ms,
+    time_filters,
 };
-
-const BOOKING_COLUMNS: &str = "id, patient_id, doctor_id, location_id, appointment_type_id, \
-     start_at, end_at, comments, cancelled_at, cancellation_reason, created_at, updated_at";
+use crate::domain::{Busy, PatientState, Record, Refusal, check_booking_times};
 
 /// The name the database gives the no-overlap rule in its errors.
 const NO_OVERLAP: &str = "bookings_no_overlap";
 
 /// A booking as stored. Times are milliseconds since the epoch, UTC.
-#[derive(Clone, Debug, FromRow)]
+#[derive(Clone, Debug, Default, FromRow)]
 pub struct Booking {
     pub id: String,
     #[sqlx(flatten)]
@@ -40,6 +42,67 @@ pub struct BookingFields {
     pub comments: Option<String>,
 }
 
+impl Booking {
+    /// Every column of a booking's row, one line each: what is inserted, updated and read.
+    fn columns(&self) -> Columns {
+        let f = &self.fields;
+        Columns::default()
+            .with("id", &self.id)
+            .with("patient_id", &f.patient_id)
+            .with("doctor_id", &f.doctor_id)
+            .with("location_id", &f.location_id)
+            .with("appointment_type_id", &f.appointment_type_id)
+            .with("start_at", f.start_at)
+            .with("end_at", f.end_at)
+            .with("comments", &f.comments)
+            .with("cancelled_at", self.cancelled_at)
+            .with("cancellation_reason", &self.cancellation_reason)
+            .with("created_at", self.created_at)
+            .with("updated_at", self.updated_at)
+    }
+
+    /// A cancelled booking no longer changes.
+    fn check_changeable(&self) -> Result<(), Refusal> {
+        match self.cancelled_at {
+            Some(_) => Err(Refusal::BookingCancelled),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The columns a booking is read with.
+static BOOKING_COLUMNS: LazyLock<String> = LazyLock::new(|| Booking::default().columns().names());
+
+/// Changes to a booking's fields: `None` leaves a field as it is; for the optional ones,
+/// `Some(None)` clears it.
+#[derive(Clone, Debug, Default)]
+pub struct BookingPatch {
+    pub patient_id: Option<String>,
+    pub doctor_id: Option<String>,
+    pub location_id: Option<Option<String>>,
+    pub appointment_type_id: Option<Option<String>>,
+    pub start_at: Option<i64>,
+    pub end_at: Option<i64>,
+    pub comments: Option<Option<String>>,
+}
+
+impl BookingPatch {
+    fn apply(self, f: &mut BookingFields) {
+        fn set<T>(field: &mut T, value: Option<T>) {
+            if let Some(value) = value {
+                *field = value;
+            }
+        }
+        set(&mut f.patient_id, self.patient_id);
+        set(&mut f.doctor_id, self.doctor_id);
+        set(&mut f.location_id, self.location_id);
+        set(&mut f.appointment_type_id, self.appointment_type_id);
+        set(&mut f.start_at, self.start_at);
+        set(&mut f.end_at, self.end_at);
+        set(&mut f.comments, self.comments);
+    }
+}
+
 /// Which bookings a list holds.
 #[derive(Clone, Debug, Default)]
 pub struct BookingFilter {
@@ -52,17 +115,13 @@ pub struct BookingFilter {
     pub patient_id: Option<String>,
 }
 
-/// The outcome of a change to a booking.
-pub type BookingChange = Change<Booking>;
-
-/// What a change made under [`PracticeStore::modify_booking`] does with the booking.
-pub type Modification = Result<(), String>;
-
 impl PracticeStore<'_> {
     /// The booking with this id, cancelled ones included.
     pub async fn find_booking(&self, id: &str) -> StoreResult<Option<Booking>> {
-        let sql =
-            format!("SELECT {BOOKING_COLUMNS} FROM bookings WHERE practice_id = $1 AND id = $2");
+        let sql = format!(
+            "SELECT {} FROM bookings WHERE practice_id = $1 AND id = $2",
+            *BOOKING_COLUMNS
+        );
         Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(self.practice_id)
             .bind(id)
@@ -77,15 +136,18 @@ impl PracticeStore<'_> {
         page: PageRequest,
     ) -> StoreResult<Page<Booking>> {
         let mut args = Args::default();
-        let mut sql = format!("SELECT {BOOKING_COLUMNS} FROM bookings WHERE practice_id = $1");
+        let mut sql = format!(
+            "SELECT {} FROM bookings WHERE practice_id = $1",
+            *BOOKING_COLUMNS
+        );
         if let Some(doctor) = &filter.doctor_id {
-            sql += &format!(" AND doctor_id = {}", args.text(doctor));
+            sql += &format!(" AND doctor_id = {}", args.add(doctor));
         }
         if let Some(patient) = &filter.patient_id {
-            sql += &format!(" AND patient_id = {}", args.text(patient));
+            sql += &format!(" AND patient_id = {}", args.add(patient));
         }
         if let Some((start, end)) = filter.range {
-            let (a, b) = (args.int(start), args.int(end));
+            let (a, b) = (args.add(start), args.add(end));
             sql += &format!(
                 " AND ((start_at >= {a} AND start_at <= {b}) OR (end_at >= {a} AND end_at <= {b}))"
             );
@@ -94,58 +156,93 @@ impl PracticeStore<'_> {
             sql += " AND cancelled_at IS NULL";
         }
         sql += &time_filters(&mut args, filter.created, filter.updated);
-        let (limit, offset) = (args.int(page.limit()), args.int(page.offset()));
+        let (limit, offset) = (args.add(page.limit()), args.add(page.offset()));
         sql += &format!(" ORDER BY start_at, id LIMIT {limit} OFFSET {offset}");
         let query = args.bind(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id));
         let rows = query.fetch_all(self.read()).await?;
         Ok(page.finish(rows))
     }
 
-    /// Books a patient with a doctor. Refused, with nothing written, if a record it names is
-    /// missing, the patient is archived or deleted, or the doctor is booked at that time.
-    pub async fn create_booking(&self, fields: BookingFields) -> StoreResult<BookingChange> {
+    /// Books a patient with a doctor. Denied, with nothing written, if its times are not a
+    /// booking's, a record it names is missing, the patient is archived or deleted, or the
+    /// doctor is booked at that time.
+    pub async fn create_booking(&self, fields: BookingFields) -> StoreResult<Change<Booking>> {
+        if let Err(invalid) = check_booking_times(fields.start_at, fields.end_at) {
+            return Ok(Err(invalid.into()));
+        }
         let now = now_ms();
         let booking = Booking {
             id: new_id(),
             fields,
-            cancelled_at: None,
-            cancellation_reason: None,
             created_at: now,
             updated_at: now,
+            ..Booking::default()
         };
         let mut tx = self.begin_write().await?;
-        if let Some(reason) = self
+        if let Err(refusal) = self
             .check_references(&mut tx, &booking.fields, None)
             .await?
         {
-            return Ok(Change::Refused(reason));
+            return Ok(Err(refusal.into()));
         }
-        let sql = format!(
-            "INSERT INTO bookings (practice_id, {BOOKING_COLUMNS}) VALUES ($1, $2, $3, $4, $5, \
-             $6, $7, $8, $9, $10, $11, $12, $13)"
-        );
-        let inserted = bind_booking(
-            sqlx::query(sqlx::AssertSqlSafe(sql)),
-            self.practice_id,
-            &booking,
-        )
-        .execute(&mut *tx)
-        .await;
+        let columns = booking.columns();
+        let inserted = columns
+            .clone()
+            .bind(
+                sqlx::query(sqlx::AssertSqlSafe(columns.insert_sql("bookings", 1)))
+                    .bind(self.practice_id),
+            )
+            .execute(&mut *tx)
+            .await;
         self.finish_write(tx, "create", inserted, booking).await
+    }
+
+    /// Changes a booking, as [`BookingPatch`] says: denied like a new booking, and for a
+    /// cancelled one.
+    pub async fn update_booking(
+        &self,
+        id: &str,
+        patch: BookingPatch,
+    ) -> StoreResult<Change<Booking>> {
+        self.modify_booking(id, "update", |b| {
+            patch.apply(&mut b.fields);
+            Ok(())
+        })
+        .await
+    }
+
+    /// Cancels a booking, with why: it is kept, and frees its slot. Refused if it is cancelled
+    /// already.
+    pub async fn cancel_booking(
+        &self,
+        id: &str,
+        reason: Option<String>,
+    ) -> StoreResult<Change<Booking>> {
+        self.modify_booking(id, "delete", |b| {
+            if b.cancelled_at.is_some() {
+                return Err(Refusal::BookingAlreadyCancelled);
+            }
+            b.cancelled_at = Some(now_ms());
+            b.cancellation_reason = reason;
+            Ok(())
+        })
+        .await
     }
 
     /// Reads the booking, applies `change` and writes it back in one transaction holding the
     /// booking's row. Records named anew are checked; the no-overlap rule is the database's.
-    pub async fn modify_booking(
+    /// A cancelled booking is refused, unless `change` refuses it first.
+    async fn modify_booking(
         &self,
         id: &str,
         action: &'static str,
-        change: impl FnOnce(&mut Booking) -> Modification,
-    ) -> StoreResult<BookingChange> {
+        change: impl FnOnce(&mut Booking) -> Result<(), Refusal>,
+    ) -> StoreResult<Change<Booking>> {
         let mut tx = self.begin_write().await?;
         let sql = format!(
             "UPDATE bookings SET updated_at = updated_at WHERE practice_id = $1 AND id = $2 \
-             RETURNING {BOOKING_COLUMNS}"
+             RETURNING {}",
+            *BOOKING_COLUMNS
         );
         let found: Option<Booking> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(self.practice_id)
@@ -153,48 +250,45 @@ impl PracticeStore<'_> {
             .fetch_optional(&mut *tx)
             .await?;
         let Some(mut booking) = found else {
-            return Ok(Change::NotFound);
-        };
-        let before = booking.fields.clone();
-        if let Err(reason) = change(&mut booking) {
-            return Ok(Change::Refused(reason));
-        }
-        if booking.fields.end_at <= booking.fields.start_at {
-            return Ok(Change::Refused(
-                "The booking would end before it starts".into(),
+            return Ok(Err(
+                Refusal::NotFound(Record::Booking, id.to_string()).into()
             ));
+        };
+        let before = booking.clone();
+        if let Err(refusal) = change(&mut booking).and_then(|()| before.check_changeable()) {
+            return Ok(Err(refusal.into()));
         }
-        if let Some(reason) = self
-            .check_references(&mut tx, &booking.fields, Some(&before))
+        if let Err(invalid) = check_booking_times(booking.fields.start_at, booking.fields.end_at) {
+            return Ok(Err(invalid.into()));
+        }
+        if let Err(refusal) = self
+            .check_references(&mut tx, &booking.fields, Some(&before.fields))
             .await?
         {
-            return Ok(Change::Refused(reason));
+            return Ok(Err(refusal.into()));
         }
         booking.updated_at = now_ms().max(booking.updated_at);
-        let updated = bind_booking(
-            sqlx::query(
-                "UPDATE bookings SET patient_id = $3, doctor_id = $4, location_id = $5, \
-                 appointment_type_id = $6, start_at = $7, end_at = $8, comments = $9, \
-                 cancelled_at = $10, cancellation_reason = $11, created_at = $12, \
-                 updated_at = $13 WHERE practice_id = $1 AND id = $2",
-            ),
-            self.practice_id,
-            &booking,
-        )
-        .execute(&mut *tx)
-        .await;
+        let columns = booking.columns();
+        let updated = columns
+            .clone()
+            .bind(
+                sqlx::query(sqlx::AssertSqlSafe(columns.update_sql("bookings")))
+                    .bind(self.practice_id),
+            )
+            .execute(&mut *tx)
+            .await;
         self.finish_write(tx, action, updated, booking).await
     }
 
-    /// Records and commits a write, or turns the database's no-overlap refusal into a sentence that names
-    /// the booking in the way.
+    /// Records and commits a write, or turns the database's no-overlap refusal into one that
+    /// names the booking in the way.
     async fn finish_write(
         &self,
         tx: Transaction<'_, Any>,
         action: &'static str,
         written: Result<sqlx::any::AnyQueryResult, sqlx::Error>,
         booking: Booking,
-    ) -> StoreResult<BookingChange> {
+    ) -> StoreResult<Change<Booking>> {
         match written {
             Ok(_) => {
                 let event = Event {
@@ -204,24 +298,25 @@ impl PracticeStore<'_> {
                     patient_id: Some(&booking.fields.patient_id),
                 };
                 self.commit(tx, event).await?;
-                Ok(Change::Done(booking))
+                Ok(Ok(booking))
             }
             Err(err) if is_overlap(&err) => {
                 drop(tx);
-                Ok(Change::Refused(self.describe_conflict(&booking).await?))
+                let busy = self.booking_in_the_way(&booking).await?;
+                Ok(Err(Refusal::DoctorBusy(busy).into()))
             }
             Err(err) => Err(err.into()),
         }
     }
 
     /// Checks the records a booking names, those that differ from `before` (all of them for a
-    /// new booking). Returns why the booking is refused, if it is.
+    /// new booking).
     async fn check_references(
         &self,
         tx: &mut Transaction<'_, Any>,
         fields: &BookingFields,
         before: Option<&BookingFields>,
-    ) -> StoreResult<Option<String>> {
+    ) -> StoreResult<Result<(), Refusal>> {
         let changed =
             |now: &str, then: fn(&BookingFields) -> &str| before.is_none_or(|b| then(b) != now);
         if changed(&fields.patient_id, |b| &b.patient_id) {
@@ -236,16 +331,17 @@ impl PracticeStore<'_> {
             .fetch_optional(&mut **tx)
             .await?;
             match row {
-                None => return Ok(Some(format!("No patient with id {}", fields.patient_id))),
+                None => {
+                    return Ok(Err(Refusal::NotFound(
+                        Record::Patient,
+                        fields.patient_id.clone(),
+                    )));
+                }
                 Some((_, Some(_))) => {
-                    return Ok(Some(
-                        "The patient has been deleted and cannot be booked".into(),
-                    ));
+                    return Ok(Err(Refusal::PatientCannotBeBooked(PatientState::Deleted)));
                 }
                 Some((Some(_), None)) => {
-                    return Ok(Some(
-                        "The patient is archived: unarchive them before booking".into(),
-                    ));
+                    return Ok(Err(Refusal::PatientCannotBeBooked(PatientState::Archived)));
                 }
                 Some((None, None)) => {}
             }
@@ -260,25 +356,30 @@ impl PracticeStore<'_> {
             .fetch_optional(&mut **tx)
             .await?;
             match row {
-                None => return Ok(Some(format!("No doctor with id {}", fields.doctor_id))),
-                Some((0, first, last)) => {
-                    return Ok(Some(format!(
-                        "{first} {last} is not a doctor and cannot be booked"
+                None => {
+                    return Ok(Err(Refusal::NotFound(
+                        Record::Doctor,
+                        fields.doctor_id.clone(),
                     )));
+                }
+                Some((0, first, last)) => {
+                    return Ok(Err(Refusal::NotADoctor {
+                        name: format!("{first} {last}"),
+                    }));
                 }
                 Some(_) => {}
             }
         }
-        for (table, what, id, old) in [
+        for (table, record, id, old) in [
             (
                 "locations",
-                "location",
+                Record::Location,
                 &fields.location_id,
                 before.map(|b| &b.location_id),
             ),
             (
                 "appointment_types",
-                "appointment type",
+                Record::AppointmentType,
                 &fields.appointment_type_id,
                 before.map(|b| &b.appointment_type_id),
             ),
@@ -294,14 +395,14 @@ impl PracticeStore<'_> {
                 .fetch_optional(&mut **tx)
                 .await?;
             if found.is_none() {
-                return Ok(Some(format!("No {what} with id {id}")));
+                return Ok(Err(Refusal::NotFound(record, id.clone())));
             }
         }
-        Ok(None)
+        Ok(Ok(()))
     }
 
-    /// "Dr Grace Hopper is already booked 09:15–09:45 on 2026-12-01 (UTC)".
-    async fn describe_conflict(&self, booking: &Booking) -> StoreResult<String> {
+    /// The active booking of the same doctor that overlaps `booking`, if it can still be found.
+    async fn booking_in_the_way(&self, booking: &Booking) -> StoreResult<Option<Busy>> {
         let f = &booking.fields;
         let row: Option<(i64, i64, Option<String>, String, String)> = sqlx::query_as(
             "SELECT b.start_at, b.end_at, u.title, u.first_name, u.last_name FROM bookings b \
@@ -317,47 +418,18 @@ impl PracticeStore<'_> {
         .bind(f.end_at)
         .fetch_optional(self.read())
         .await?;
-        let Some((start, end, title, first, last)) = row else {
-            return Ok("The doctor is already booked at that time".into());
-        };
-        let name = match title {
-            Some(title) => format!("{title} {first} {last}"),
-            None => format!("{first} {last}"),
-        };
-        let at = |ms: i64| Utc.timestamp_millis_opt(ms).single().unwrap_or_default();
-        Ok(format!(
-            "{name} is already booked {}–{} on {} (UTC)",
-            at(start).format("%H:%M"),
-            at(end).format("%H:%M"),
-            at(start).format("%Y-%m-%d")
-        ))
+        Ok(row.map(|(start, end, title, first, last)| Busy {
+            doctor: match title {
+                Some(title) => format!("{title} {first} {last}"),
+                None => format!("{first} {last}"),
+            },
+            start,
+            end,
+        }))
     }
 }
 
 fn is_overlap(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(db)
         if db.constraint() == Some(NO_OVERLAP) || db.message().contains(NO_OVERLAP))
-}
-
-/// Binds `$1` practice and `$2..$13` the columns of BOOKING_COLUMNS.
-fn bind_booking<'q>(
-    query: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments>,
-    practice_id: &str,
-    b: &Booking,
-) -> sqlx::query::Query<'q, Any, sqlx::any::AnyArguments> {
-    let f = &b.fields;
-    query
-        .bind(practice_id.to_string())
-        .bind(b.id.clone())
-        .bind(f.patient_id.clone())
-        .bind(f.doctor_id.clone())
-        .bind(f.location_id.clone())
-        .bind(f.appointment_type_id.clone())
-        .bind(f.start_at)
-        .bind(f.end_at)
-        .bind(f.comments.clone())
-        .bind(b.cancelled_at)
-        .bind(b.cancellation_reason.clone())
-        .bind(b.created_at)
-        .bind(b.updated_at)
 }

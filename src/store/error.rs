@@ -10,9 +10,6 @@ pub enum StoreError {
     /// The database cannot be reached or is overloaded; the request may succeed later.
     #[error("the database is unavailable: {0}")]
     Unavailable(String),
-    /// A unique key already holds this value (e.g. a staff email in use).
-    #[error("{0}")]
-    Duplicate(String),
     /// Anything else: a bug or a corrupt database. Logged, never shown to clients.
     #[error("database error: {0}")]
     Internal(#[source] sqlx::Error),

@@ -4,6 +4,7 @@ use sqlx::{Any, FromRow, Transaction};
 
 use super::audit::Event;
 use super::{Change, Page, PageRequest, PracticeStore, StoreResult, new_id, now_ms};
+use crate::domain::{Record, Refusal};
 
 /// A label of the practice's catalogue.
 #[derive(Clone, Debug, FromRow)]
@@ -14,9 +15,6 @@ pub struct Label {
     pub created_at: i64,
     pub updated_at: i64,
 }
-
-/// The outcome of a change to the catalogue.
-pub type LabelChange = Change<Label>;
 
 const LABEL_COLUMNS: &str = "id, title, color, created_at, updated_at";
 
@@ -47,7 +45,11 @@ impl PracticeStore<'_> {
     }
 
     /// Adds a label to the catalogue.
-    pub async fn create_label(&self, title: &str, color: Option<&str>) -> StoreResult<LabelChange> {
+    pub async fn create_label(
+        &self,
+        title: &str,
+        color: Option<&str>,
+    ) -> StoreResult<Change<Label>> {
         let now = now_ms();
         let label = Label {
             id: new_id(),
@@ -68,7 +70,7 @@ impl PracticeStore<'_> {
         .bind(now)
         .execute(&mut *tx)
         .await;
-        self.finish_label(tx, "create", result.map(|_| Some(label)), title)
+        self.finish_label(tx, "create", result.map(|_| label), title)
             .await
     }
 
@@ -78,7 +80,7 @@ impl PracticeStore<'_> {
         id: &str,
         title: Option<&str>,
         color: Option<&str>,
-    ) -> StoreResult<LabelChange> {
+    ) -> StoreResult<Change<Label>> {
         let sql = format!(
             "UPDATE labels SET title = COALESCE($3, title), color = COALESCE($4, color), \
              updated_at = $5 WHERE practice_id = $1 AND id = $2 RETURNING {LABEL_COLUMNS}"
@@ -92,12 +94,17 @@ impl PracticeStore<'_> {
             .bind(now_ms())
             .fetch_optional(&mut *tx)
             .await;
-        self.finish_label(tx, "update", result, title.unwrap_or_default())
+        let written = match result {
+            Ok(None) => return Ok(Err(Refusal::NotFound(Record::Label, id.to_string()).into())),
+            Ok(Some(label)) => Ok(label),
+            Err(e) => Err(e),
+        };
+        self.finish_label(tx, "update", written, title.unwrap_or_default())
             .await
     }
 
     /// Removes a label from the catalogue and from every patient that has it.
-    pub async fn delete_label(&self, id: &str) -> StoreResult<Option<Label>> {
+    pub async fn delete_label(&self, id: &str) -> StoreResult<Change<Label>> {
         let sql = format!(
             "DELETE FROM labels WHERE practice_id = $1 AND id = $2 RETURNING {LABEL_COLUMNS}"
         );
@@ -116,7 +123,7 @@ impl PracticeStore<'_> {
             .fetch_optional(&mut *tx)
             .await?;
         let Some(label) = label else {
-            return Ok(None);
+            return Ok(Err(Refusal::NotFound(Record::Label, id.to_string()).into()));
         };
         let mut events = vec![Event::of("delete", "label", &label.id)];
         events.extend(on.iter().map(|(patient_id,)| Event {
@@ -127,7 +134,7 @@ impl PracticeStore<'_> {
         }));
         self.record_in(&mut tx, &events).await?;
         tx.commit().await?;
-        Ok(Some(label))
+        Ok(Ok(label))
     }
 
     /// Finishes a label's write: a title in use is refused.
@@ -135,14 +142,14 @@ impl PracticeStore<'_> {
         &self,
         tx: Transaction<'_, Any>,
         action: &'static str,
-        written: Result<Option<Label>, sqlx::Error>,
+        written: Result<Label, sqlx::Error>,
         title: &str,
-    ) -> StoreResult<LabelChange> {
+    ) -> StoreResult<Change<Label>> {
         self.finish_unique(
             tx,
             written,
             |l| Event::of(action, "label", &l.id),
-            || format!("A label titled \"{title}\" already exists"),
+            || Refusal::Taken(Record::Label, title.to_string()),
         )
         .await
     }

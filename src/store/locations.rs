@@ -6,6 +6,7 @@ use sqlx::FromRow;
 
 use super::audit::Event;
 use super::{Change, Keyed, PracticeStore, StoreResult, new_id, now_ms};
+use crate::domain::{Record, Refusal};
 
 const LOCATION_COLUMNS: &str = "id, name, address, city, postcode, country";
 
@@ -63,10 +64,10 @@ impl PracticeStore<'_> {
         .bind(now)
         .execute(&mut *tx)
         .await;
-        let taken = format!("A location named \"{}\" already exists", new.name);
+        let taken = Refusal::Taken(Record::Location, new.name.clone());
         self.finish_unique(
             tx,
-            result.map(|_| Some(new)),
+            result.map(|_| new),
             |l| Event::of("create", "location", &l.id),
             || taken,
         )

@@ -16,6 +16,7 @@ pub mod labels;
 pub mod locations;
 pub mod patients;
 pub mod practices;
+mod row;
 pub mod tokens;
 pub mod users;
 
@@ -26,7 +27,10 @@ use std::time::Duration;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, ConnectOptions, FromRow};
 
+pub use crate::domain::Change;
+use crate::domain::Refusal;
 pub use error::StoreError;
+use row::{Args, Columns};
 
 /// Result of a store operation.
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -85,20 +89,12 @@ fn json_list(ids: &[String]) -> String {
     serde_json::Value::from(ids).to_string()
 }
 
-/// How the store connects: pool size and how long to wait for a connection.
+/// How the store connects: pool size and how long to wait for a connection. The defaults
+/// are those of the command line (`config::DatabaseConfig`).
 #[derive(Clone, Debug)]
 pub struct PoolSettings {
     pub max_connections: u32,
     pub acquire_timeout: Duration,
-}
-
-impl Default for PoolSettings {
-    fn default() -> Self {
-        PoolSettings {
-            max_connections: 8,
-            acquire_timeout: Duration::from_secs(5),
-        }
-    }
 }
 
 /// Handle on the database. Cheap to clone.
@@ -259,23 +255,21 @@ impl<'a> PracticeStore<'a> {
         self.store.begin_write().await
     }
 
-    /// Finishes the write of one record in `tx`: records its event and commits when there is
-    /// a record, says `NotFound` when there is none, and turns a unique key's refusal into
-    /// `Refused(taken)`, with nothing written.
+    /// Finishes the write of one record in `tx`: records its event and commits, or refuses
+    /// with `taken` when a unique key already holds the record's value, with nothing written.
     async fn finish_unique<T>(
         &self,
         tx: sqlx::Transaction<'_, sqlx::Any>,
-        written: Result<Option<T>, sqlx::Error>,
+        written: Result<T, sqlx::Error>,
         event: impl FnOnce(&T) -> audit::Event<'_>,
-        taken: impl FnOnce() -> String,
+        taken: impl FnOnce() -> Refusal,
     ) -> StoreResult<Change<T>> {
         match written {
-            Ok(Some(record)) => {
+            Ok(record) => {
                 self.commit(tx, event(&record)).await?;
-                Ok(Change::Done(record))
+                Ok(Ok(record))
             }
-            Ok(None) => Ok(Change::NotFound),
-            Err(e) if StoreError::is_unique_violation(&e) => Ok(Change::Refused(taken())),
+            Err(e) if StoreError::is_unique_violation(&e) => Ok(Err(taken().into())),
             Err(e) => Err(e.into()),
         }
     }
@@ -322,15 +316,6 @@ impl<'a> PracticeStore<'a> {
 /// A record with an id.
 pub trait Keyed {
     fn key(&self) -> &str;
-}
-
-/// The outcome of a change that can be refused: done, no such record, or refused with a
-/// sentence that says why (and nothing written).
-#[derive(Debug)]
-pub enum Change<T> {
-    Done(T),
-    NotFound,
-    Refused(String),
 }
 
 /// A page of a list: which rows to fetch.
@@ -408,43 +393,6 @@ pub fn redact_url(url: &str) -> String {
     out
 }
 
-/// Parameters of SQL built at run time: each value gets the next number, from `$2` (`$1` is
-/// always the practice).
-#[derive(Default)]
-struct Args(Vec<Arg>);
-
-enum Arg {
-    Text(String),
-    Int(i64),
-}
-
-impl Args {
-    /// Adds a value; returns its placeholder.
-    fn text(&mut self, value: &str) -> String {
-        self.0.push(Arg::Text(value.to_string()));
-        format!("${}", self.0.len() + 1)
-    }
-
-    fn int(&mut self, value: i64) -> String {
-        self.0.push(Arg::Int(value));
-        format!("${}", self.0.len() + 1)
-    }
-
-    /// Binds the values, in order, after `$1`.
-    fn bind<'q, O>(
-        self,
-        mut query: sqlx::query::QueryAs<'q, sqlx::Any, O, sqlx::any::AnyArguments>,
-    ) -> sqlx::query::QueryAs<'q, sqlx::Any, O, sqlx::any::AnyArguments> {
-        for value in self.0 {
-            query = match value {
-                Arg::Text(text) => query.bind(text),
-                Arg::Int(n) => query.bind(n),
-            };
-        }
-        query
-    }
-}
-
 /// The `createdAt` / `updatedAt` filters of a list, as SQL conditions.
 fn time_filters(
     args: &mut Args,
@@ -454,28 +402,11 @@ fn time_filters(
     let mut sql = String::new();
     for (range, column) in [(created, "created_at"), (updated, "updated_at")] {
         if let Some((start, end)) = range {
-            let (a, b) = (args.int(start), args.int(end));
+            let (a, b) = (args.add(start), args.add(end));
             sql += &format!(" AND {column} >= {a} AND {column} <= {b}");
         }
     }
     sql
-}
-
-/// `$first, $first+1, ...`: `count` placeholders for an `IN (...)` list.
-fn placeholders(first: usize, count: usize) -> String {
-    (first..first + count)
-        .map(|i| format!("${i}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// `($1, ..., $k), ($k+1, ...), ...`: `rows` lists of `columns` placeholders, for a
-/// multi-row INSERT.
-fn values_lists(rows: usize, columns: usize) -> String {
-    (0..rows)
-        .map(|row| format!("({})", placeholders(row * columns + 1, columns)))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Escapes `%`, `_` and `\` for a `LIKE ... ESCAPE '\'` pattern.

@@ -1,21 +1,20 @@
-//! Patients and the labels on them.
+//! Patients and the labels on them, and the rules of a patient's life: a deleted patient no
+//! longer changes; archiving and unarchiving go one way each.
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
 use sqlx::{Any, FromRow, Transaction};
 
 use super::audit::Event;
 use super::{
-    Args, Change, Engine, Keyed, Page, PageRequest, PracticeStore, StoreResult, glob_escape,
-    json_list, like_escape, new_id, now_ms, time_filters, values_lists,
+    Args, Change, Columns, Engine, Keyed, Page, PageRequest, PracticeStore, StoreResult,
+    glob_escape, json_list, like_escape, new_id, now_ms, time_filters,
 };
-
-const PATIENT_COLUMNS: &str = "id, title, first_name, last_name, email, dob, gender, sex, \
-     address, city, postcode, country, phone_type, phone_number, comments, archived_at, \
-     archive_reason, archive_comments, deleted_at, created_at, updated_at";
+use crate::domain::{Record, Refusal};
 
 /// A patient as stored.
-#[derive(Clone, Debug, FromRow)]
+#[derive(Clone, Debug, Default, FromRow)]
 pub struct Patient {
     pub id: String,
     #[sqlx(flatten)]
@@ -47,6 +46,63 @@ pub struct PatientFields {
     pub comments: Option<String>,
 }
 
+impl Patient {
+    /// Every column of a patient's row, one line each: what is inserted, updated and read.
+    fn columns(&self) -> Columns {
+        let f = &self.fields;
+        Columns::default()
+            .with("id", &self.id)
+            .with("title", &f.title)
+            .with("first_name", &f.first_name)
+            .with("last_name", &f.last_name)
+            .with("email", &f.email)
+            .with("dob", &f.dob)
+            .with("gender", &f.gender)
+            .with("sex", &f.sex)
+            .with("address", &f.address)
+            .with("city", &f.city)
+            .with("postcode", &f.postcode)
+            .with("country", &f.country)
+            .with("phone_type", &f.phone_type)
+            .with("phone_number", &f.phone_number)
+            .with("comments", &f.comments)
+            .with("archived_at", self.archived_at)
+            .with("archive_reason", &self.archive_reason)
+            .with("archive_comments", &self.archive_comments)
+            .with("deleted_at", self.deleted_at)
+            .with("created_at", self.created_at)
+            .with("updated_at", self.updated_at)
+    }
+
+    /// What is written of the patient: its columns, and the text search looks in.
+    fn row(&self) -> Columns {
+        self.columns()
+            .with("search_text", &self.fields.search_text())
+    }
+
+    /// A new patient, made now.
+    fn new(fields: PatientFields, now: i64) -> Patient {
+        Patient {
+            id: new_id(),
+            fields,
+            created_at: now,
+            updated_at: now,
+            ..Patient::default()
+        }
+    }
+
+    /// A deleted patient no longer changes.
+    fn check_changeable(&self) -> Result<(), Refusal> {
+        match self.deleted_at {
+            Some(_) => Err(Refusal::PatientDeleted),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The columns a patient is read with.
+static PATIENT_COLUMNS: LazyLock<String> = LazyLock::new(|| Patient::default().columns().names());
+
 impl PatientFields {
     /// What patients(search:) matches: first name, last name, full name, email and date of
     /// birth, lower-cased.
@@ -57,6 +113,29 @@ impl PatientFields {
             text.push_str(part);
         }
         text.to_lowercase()
+    }
+}
+
+/// One change to a patient's fields.
+type FieldChange = Box<dyn FnOnce(&mut PatientFields) + Send>;
+
+/// Changes to a patient's fields, each a function of the fields, applied in order to the
+/// patient as it is when its row is held: concurrent changes to other fields are not lost.
+#[derive(Default)]
+pub struct PatientPatch {
+    changes: Vec<FieldChange>,
+}
+
+impl PatientPatch {
+    /// Adds a change.
+    pub fn set(&mut self, change: impl FnOnce(&mut PatientFields) + Send + 'static) {
+        self.changes.push(Box::new(change));
+    }
+
+    fn apply(self, fields: &mut PatientFields) {
+        for change in self.changes {
+            change(fields);
+        }
     }
 }
 
@@ -84,12 +163,6 @@ pub struct PatientFilter {
     pub updated: Option<(i64, i64)>,
 }
 
-/// The outcome of a change to a patient.
-pub type PatientChange = Change<Patient>;
-
-/// What a change made under [`PracticeStore::modify_patient`] does with the patient.
-pub type Modification = Result<(), String>;
-
 impl Keyed for Patient {
     fn key(&self) -> &str {
         &self.id
@@ -99,8 +172,10 @@ impl Keyed for Patient {
 impl PracticeStore<'_> {
     /// The patient with this id, deleted and archived ones included.
     pub async fn find_patient(&self, id: &str) -> StoreResult<Option<Patient>> {
-        let sql =
-            format!("SELECT {PATIENT_COLUMNS} FROM patients WHERE practice_id = $1 AND id = $2");
+        let sql = format!(
+            "SELECT {} FROM patients WHERE practice_id = $1 AND id = $2",
+            *PATIENT_COLUMNS
+        );
         Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(self.practice_id)
             .bind(id)
@@ -110,7 +185,7 @@ impl PracticeStore<'_> {
 
     /// The patients with these ids, by id (ids the practice does not have are left out).
     pub async fn patients_by_ids(&self, ids: &[String]) -> StoreResult<HashMap<String, Patient>> {
-        self.by_ids("patients", PATIENT_COLUMNS, ids).await
+        self.by_ids("patients", &PATIENT_COLUMNS, ids).await
     }
 
     /// A page of patients, by last name then first name.
@@ -127,7 +202,7 @@ impl PracticeStore<'_> {
             let pattern = format!("%{}%", like_escape(&search));
             conditions += &format!(
                 " AND patients.search_text LIKE {} ESCAPE '\\'",
-                args.text(&pattern)
+                args.add(pattern.as_str())
             );
             // PostgreSQL finds the rows through its trigram index by itself. SQLite is told to
             // start from its full-text table (CROSS JOIN fixes the order of the loops): it
@@ -137,12 +212,16 @@ impl PracticeStore<'_> {
                 from = "patients_search CROSS JOIN patients \
                         ON patients.rowid = patients_search.rowid";
                 let glob = format!("*{}*", glob_escape(&search));
-                conditions +=
-                    &format!(" AND patients_search.search_text GLOB {}", args.text(&glob));
+                conditions += &format!(
+                    " AND patients_search.search_text GLOB {}",
+                    args.add(glob.as_str())
+                );
             }
         }
-        let mut sql =
-            format!("SELECT {PATIENT_COLUMNS} FROM {from} WHERE practice_id = $1{conditions}");
+        let mut sql = format!(
+            "SELECT {} FROM {from} WHERE practice_id = $1{conditions}",
+            *PATIENT_COLUMNS
+        );
         if !filter.include_archived {
             sql += " AND archived_at IS NULL";
         }
@@ -150,7 +229,7 @@ impl PracticeStore<'_> {
             sql += " AND deleted_at IS NULL";
         }
         sql += &time_filters(&mut args, filter.created, filter.updated);
-        let (limit, offset) = (args.int(page.limit()), args.int(page.offset()));
+        let (limit, offset) = (args.add(page.limit()), args.add(page.offset()));
         sql += &format!(" ORDER BY last_name, first_name, id LIMIT {limit} OFFSET {offset}");
         let query = args.bind(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id));
         let rows = query.fetch_all(self.read()).await?;
@@ -163,25 +242,15 @@ impl PracticeStore<'_> {
         &self,
         fields: PatientFields,
         label_ids: &[String],
-    ) -> StoreResult<PatientChange> {
-        let now = now_ms();
-        let patient = Patient {
-            id: new_id(),
-            fields,
-            archived_at: None,
-            archive_reason: None,
-            archive_comments: None,
-            deleted_at: None,
-            created_at: now,
-            updated_at: now,
-        };
+    ) -> StoreResult<Change<Patient>> {
+        let patient = Patient::new(fields, now_ms());
         let mut tx = self.begin_write().await?;
-        let sql = format!(
-            "INSERT INTO patients (practice_id, search_text, {PATIENT_COLUMNS}) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
-             $19, $20, $21, $22, $23)"
-        );
-        self.bind_patient(sqlx::query(sqlx::AssertSqlSafe(sql)), &patient)
+        let row = patient.row();
+        row.clone()
+            .bind(
+                sqlx::query(sqlx::AssertSqlSafe(row.insert_sql("patients", 1)))
+                    .bind(self.practice_id),
+            )
             .execute(&mut *tx)
             .await?;
         for label_id in label_ids {
@@ -190,12 +259,12 @@ impl PracticeStore<'_> {
                 .await?
             {
                 // The transaction is dropped, and with it the patient.
-                return Ok(Change::Refused(no_such_label(label_id)));
+                return Ok(Err(Refusal::LabelNotInCatalogue(label_id.clone()).into()));
             }
         }
         self.commit(tx, Event::patient("create", &patient.id))
             .await?;
-        Ok(Change::Done(patient))
+        Ok(Ok(patient))
     }
 
     /// Adds many patients at once, each with the labels given (ids of the catalogue), in one
@@ -215,44 +284,35 @@ impl PracticeStore<'_> {
         let mut tx = self.begin_write().await?;
         let mut rows = patients.into_iter().peekable();
         while rows.peek().is_some() {
-            let chunk: Vec<(PatientFields, Vec<String>)> =
-                rows.by_ref().take(ROWS_PER_STATEMENT).collect();
-            let sql = format!(
-                "INSERT INTO patients (practice_id, search_text, {PATIENT_COLUMNS}) VALUES {}",
-                values_lists(chunk.len(), 23)
-            );
-            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-            for (fields, label_ids) in chunk {
-                let patient = Patient {
-                    id: new_id(),
-                    fields,
-                    archived_at: None,
-                    archive_reason: None,
-                    archive_comments: None,
-                    deleted_at: None,
-                    created_at: now,
-                    updated_at: now,
-                };
-                query = self.bind_patient(query, &patient);
-                labels.extend(label_ids.into_iter().map(|l| (patient.id.clone(), l)));
-                ids.push(patient.id);
+            let chunk: Vec<Patient> = rows
+                .by_ref()
+                .take(ROWS_PER_STATEMENT)
+                .map(|(fields, label_ids)| {
+                    let patient = Patient::new(fields, now);
+                    labels.extend(label_ids.into_iter().map(|l| (patient.id.clone(), l)));
+                    patient
+                })
+                .collect();
+            let sql = Patient::default().row().insert_sql("patients", chunk.len());
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(self.practice_id);
+            for patient in &chunk {
+                query = patient.row().bind(query);
+                ids.push(patient.id.clone());
             }
             query.execute(&mut *tx).await?;
         }
         for chunk in labels.chunks(ROWS_PER_STATEMENT) {
-            let sql = format!(
-                "INSERT INTO patient_labels (practice_id, id, patient_id, label_id, created_at) \
-                 VALUES {}",
-                values_lists(chunk.len(), 5)
-            );
-            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            let row = |patient_id: &String, label_id: &String| {
+                Columns::default()
+                    .with("id", new_id().as_str())
+                    .with("patient_id", patient_id)
+                    .with("label_id", label_id)
+                    .with("created_at", now)
+            };
+            let sql = row(&String::new(), &String::new()).insert_sql("patient_labels", chunk.len());
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(self.practice_id);
             for (patient_id, label_id) in chunk {
-                query = query
-                    .bind(self.practice_id)
-                    .bind(new_id())
-                    .bind(patient_id)
-                    .bind(label_id)
-                    .bind(now);
+                query = row(patient_id, label_id).bind(query);
             }
             query.execute(&mut *tx).await?;
         }
@@ -267,21 +327,79 @@ impl PracticeStore<'_> {
         Ok(ids)
     }
 
-    /// Reads the patient, applies `change` to it and writes it back, in one transaction that
-    /// holds the patient's row, so that concurrent changes to other fields are not lost. With
-    /// `labels`, the patient's labels become exactly these (labels kept keep their ids).
-    pub async fn modify_patient(
+    /// Changes a patient's fields; with `labels`, its labels become exactly these (labels it
+    /// keeps keep their ids). Refused for a deleted patient, or a label not in the catalogue.
+    pub async fn update_patient(
+        &self,
+        id: &str,
+        patch: PatientPatch,
+        labels: Option<&[String]>,
+    ) -> StoreResult<Change<Patient>> {
+        self.modify_patient(id, "update", labels, |p| {
+            patch.apply(&mut p.fields);
+            Ok(())
+        })
+        .await
+    }
+
+    /// Deletes a patient: a soft delete, after which the patient no longer changes.
+    pub async fn delete_patient(&self, id: &str) -> StoreResult<Change<Patient>> {
+        self.modify_patient(id, "delete", None, |p| {
+            p.deleted_at = Some(now_ms());
+            Ok(())
+        })
+        .await
+    }
+
+    /// Archives a patient, with why. Refused if it is archived already.
+    pub async fn archive_patient(
+        &self,
+        id: &str,
+        reason: Option<String>,
+        comments: Option<String>,
+    ) -> StoreResult<Change<Patient>> {
+        self.modify_patient(id, "archive", None, |p| {
+            if p.archived_at.is_some() {
+                return Err(Refusal::PatientAlreadyArchived);
+            }
+            p.archived_at = Some(now_ms());
+            p.archive_reason = reason;
+            p.archive_comments = comments;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Brings an archived patient back. Refused if it is not archived.
+    pub async fn unarchive_patient(&self, id: &str) -> StoreResult<Change<Patient>> {
+        self.modify_patient(id, "unarchive", None, |p| {
+            if p.archived_at.is_none() {
+                return Err(Refusal::PatientNotArchived);
+            }
+            p.archived_at = None;
+            p.archive_reason = None;
+            p.archive_comments = None;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Reads the patient, refuses a deleted one, applies `change` and writes it back, in one
+    /// transaction that holds the patient's row, so that concurrent changes to other fields
+    /// are not lost. With `labels`, the patient's labels become exactly these.
+    async fn modify_patient(
         &self,
         id: &str,
         action: &'static str,
         labels: Option<&[String]>,
-        change: impl FnOnce(&mut Patient) -> Modification,
-    ) -> StoreResult<PatientChange> {
+        change: impl FnOnce(&mut Patient) -> Result<(), Refusal>,
+    ) -> StoreResult<Change<Patient>> {
         let mut tx = self.begin_write().await?;
         // A no-op update takes the row lock on PostgreSQL and returns the row as it is now.
         let sql = format!(
             "UPDATE patients SET updated_at = updated_at WHERE practice_id = $1 AND id = $2 \
-             RETURNING {PATIENT_COLUMNS}"
+             RETURNING {}",
+            *PATIENT_COLUMNS
         );
         let found: Option<Patient> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(self.practice_id)
@@ -289,28 +407,31 @@ impl PracticeStore<'_> {
             .fetch_optional(&mut *tx)
             .await?;
         let Some(mut patient) = found else {
-            return Ok(Change::NotFound);
+            return Ok(Err(
+                Refusal::NotFound(Record::Patient, id.to_string()).into()
+            ));
         };
-        if let Err(reason) = change(&mut patient) {
-            return Ok(Change::Refused(reason));
+        if let Err(refusal) = patient
+            .check_changeable()
+            .and_then(|()| change(&mut patient))
+        {
+            return Ok(Err(refusal.into()));
         }
         patient.updated_at = now_ms().max(patient.updated_at);
-        let sql = "UPDATE patients SET search_text = $2, title = $4, first_name = $5, \
-             last_name = $6, email = $7, dob = $8, gender = $9, sex = $10, address = $11, \
-             city = $12, postcode = $13, country = $14, phone_type = $15, phone_number = $16, \
-             comments = $17, archived_at = $18, archive_reason = $19, archive_comments = $20, \
-             deleted_at = $21, created_at = $22, updated_at = $23 \
-             WHERE practice_id = $1 AND id = $3";
-        self.bind_patient(sqlx::query(sql), &patient)
+        let row = patient.row();
+        row.clone()
+            .bind(
+                sqlx::query(sqlx::AssertSqlSafe(row.update_sql("patients"))).bind(self.practice_id),
+            )
             .execute(&mut *tx)
             .await?;
         if let Some(labels) = labels
             && let Some(unknown) = self.replace_patient_labels(&mut tx, id, labels).await?
         {
-            return Ok(Change::Refused(no_such_label(&unknown)));
+            return Ok(Err(Refusal::LabelNotInCatalogue(unknown).into()));
         }
         self.commit(tx, Event::patient(action, id)).await?;
-        Ok(Change::Done(patient))
+        Ok(Ok(patient))
     }
 
     /// Makes the patient's labels exactly `label_ids`. Returns the first id that is not in the
@@ -361,39 +482,6 @@ impl PracticeStore<'_> {
             .cloned())
     }
 
-    /// Binds `$1` practice, `$2` search text and `$3..$23` the columns of PATIENT_COLUMNS.
-    fn bind_patient<'q>(
-        &self,
-        query: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments>,
-        p: &Patient,
-    ) -> sqlx::query::Query<'q, Any, sqlx::any::AnyArguments> {
-        let f = &p.fields;
-        query
-            .bind(self.practice_id.to_string())
-            .bind(f.search_text())
-            .bind(p.id.clone())
-            .bind(f.title.clone())
-            .bind(f.first_name.clone())
-            .bind(f.last_name.clone())
-            .bind(f.email.clone())
-            .bind(f.dob.clone())
-            .bind(f.gender.clone())
-            .bind(f.sex.clone())
-            .bind(f.address.clone())
-            .bind(f.city.clone())
-            .bind(f.postcode.clone())
-            .bind(f.country.clone())
-            .bind(f.phone_type.clone())
-            .bind(f.phone_number.clone())
-            .bind(f.comments.clone())
-            .bind(p.archived_at)
-            .bind(p.archive_reason.clone())
-            .bind(p.archive_comments.clone())
-            .bind(p.deleted_at)
-            .bind(p.created_at)
-            .bind(p.updated_at)
-    }
-
     /// Puts a label of the catalogue on a patient that is not deleted. Returns false, having
     /// written nothing, if the label is not in the catalogue or already on the patient.
     async fn insert_patient_label(
@@ -425,7 +513,7 @@ impl PracticeStore<'_> {
         &self,
         patient_id: &str,
         label_id: &str,
-    ) -> StoreResult<PatientChange> {
+    ) -> StoreResult<Change<Patient>> {
         let mut tx = self.begin_write().await?;
         if touch_live_patient(&mut tx, self.practice_id, patient_id).await?
             && self
@@ -434,19 +522,17 @@ impl PracticeStore<'_> {
         {
             self.commit(tx, label_event("add_label", patient_id, label_id))
                 .await?;
-            return self.patient_change(patient_id).await;
+            return self.patient_as_changed(patient_id).await;
         }
         drop(tx);
-        if let Some(refusal) = self.not_live(patient_id).await? {
-            return Ok(refusal);
+        if let Err(refusal) = self.check_live(patient_id).await? {
+            return Ok(Err(refusal.into()));
         }
-        let Some(label) = self.find_label(label_id).await? else {
-            return Ok(Change::Refused(no_such_label(label_id)));
+        let refusal = match self.find_label(label_id).await? {
+            None => Refusal::LabelNotInCatalogue(label_id.to_string()),
+            Some(label) => Refusal::LabelAlreadyOnPatient { title: label.title },
         };
-        Ok(Change::Refused(format!(
-            "The label \"{}\" is already on this patient",
-            label.title
-        )))
+        Ok(Err(refusal.into()))
     }
 
     /// Takes a label off a patient. `label_id` is the id of the label's place on the patient
@@ -455,11 +541,15 @@ impl PracticeStore<'_> {
         &self,
         patient_id: &str,
         label_id: &str,
-    ) -> StoreResult<PatientChange> {
+    ) -> StoreResult<Change<Patient>> {
         let mut tx = self.begin_write().await?;
         if !touch_live_patient(&mut tx, self.practice_id, patient_id).await? {
             drop(tx);
-            return Ok(self.not_live(patient_id).await?.unwrap_or(Change::NotFound));
+            let refusal = self.check_live(patient_id).await?.err().unwrap_or_else(|| {
+                // Deleted or gone between the two reads: it cannot be changed either way.
+                Refusal::NotFound(Record::Patient, patient_id.to_string())
+            });
+            return Ok(Err(refusal.into()));
         }
         let deleted = sqlx::query(
             "DELETE FROM patient_labels WHERE practice_id = $1 AND patient_id = $2 \
@@ -473,27 +563,25 @@ impl PracticeStore<'_> {
         if deleted.rows_affected() > 0 {
             self.commit(tx, label_event("remove_label", patient_id, label_id))
                 .await?;
-            return self.patient_change(patient_id).await;
+            return self.patient_as_changed(patient_id).await;
         }
-        Ok(Change::Refused(format!(
-            "This patient has no label with id {label_id}"
-        )))
+        Ok(Err(Refusal::LabelNotOnPatient(label_id.to_string()).into()))
     }
 
-    /// Why a patient cannot be changed: missing, or deleted. None if it can.
-    async fn not_live(&self, id: &str) -> StoreResult<Option<PatientChange>> {
+    /// Whether a patient can be changed: it exists and is not deleted.
+    async fn check_live(&self, id: &str) -> StoreResult<Result<(), Refusal>> {
         Ok(match self.find_patient(id).await? {
-            None => Some(Change::NotFound),
-            Some(p) if p.deleted_at.is_some() => Some(Change::Refused(DELETED.into())),
-            Some(_) => None,
+            None => Err(Refusal::NotFound(Record::Patient, id.to_string())),
+            Some(p) => p.check_changeable(),
         })
     }
 
-    async fn patient_change(&self, id: &str) -> StoreResult<PatientChange> {
-        Ok(match self.find_patient(id).await? {
-            Some(patient) => Change::Done(patient),
-            None => Change::NotFound,
-        })
+    /// The patient as a change left it.
+    async fn patient_as_changed(&self, id: &str) -> StoreResult<Change<Patient>> {
+        Ok(self
+            .find_patient(id)
+            .await?
+            .ok_or_else(|| Refusal::NotFound(Record::Patient, id.to_string()).into()))
     }
 
     /// The labels on each of these patients, in the order they were put on.
@@ -522,13 +610,6 @@ impl PracticeStore<'_> {
         Ok(by_patient)
     }
 }
-
-fn no_such_label(label_id: &str) -> String {
-    format!("No label with id {label_id}: create it with createLabel first")
-}
-
-/// What a deleted patient's refusal says.
-pub const DELETED: &str = "This patient has been deleted and can no longer be changed";
 
 /// Marks a patient that is not deleted as changed now, which also holds its row until the
 /// transaction ends (so that it cannot be deleted meanwhile). False if there is no such
@@ -574,5 +655,13 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(fields.search_text(), "émile zola ez@example.com 1840-04-02");
+    }
+
+    #[test]
+    fn a_patient_row_is_read_as_it_is_written() {
+        let names = Patient::default().columns().names();
+        assert!(names.starts_with("id, title, first_name"), "{names}");
+        assert!(!names.contains("search_text"));
+        assert!(Patient::default().row().names().ends_with("search_text"));
     }
 }

@@ -23,8 +23,9 @@ impl Store {
         })
     }
 
-    /// Inserts a practice, and the operator's event that made it, in one transaction.
-    async fn insert_practice(&self, id: &str, name: &str, is_default: bool) -> StoreResult<()> {
+    /// Inserts a practice, and the operator's event that made it, in one transaction. False
+    /// when the practice is to be the default and another already is.
+    async fn insert_practice(&self, id: &str, name: &str, is_default: bool) -> StoreResult<bool> {
         let mut tx = self.begin_write().await?;
         let inserted = sqlx::query(
             "INSERT INTO practices (id, name, is_default, created_at) VALUES ($1, $2, $3, $4)",
@@ -36,9 +37,7 @@ impl Store {
         .execute(&mut *tx)
         .await;
         match inserted {
-            Err(err) if StoreError::is_unique_violation(&err) => {
-                return Err(StoreError::Duplicate("the practice exists".into()));
-            }
+            Err(err) if StoreError::is_unique_violation(&err) => return Ok(false),
             other => other?,
         };
         let operator = Actor::operator();
@@ -49,7 +48,8 @@ impl Store {
         self.practice(id)
             .by(author)
             .commit(tx, Event::of("create", "practice", id))
-            .await
+            .await?;
+        Ok(true)
     }
 
     /// The practice with this id, if there is one.
@@ -72,11 +72,9 @@ impl Store {
         if let Some(practice) = find().await? {
             return Ok(practice);
         }
-        match self.insert_practice(&new_id(), "My practice", true).await {
-            // Another process made it first: the unique index on is_default keeps it to one.
-            Err(StoreError::Duplicate(_)) | Ok(()) => {}
-            Err(err) => return Err(err),
-        }
+        // False when another process made it first: the unique index on is_default keeps it
+        // to one. Either way, it is there now.
+        self.insert_practice(&new_id(), "My practice", true).await?;
         find().await?.ok_or_else(|| {
             StoreError::Internal(sqlx::Error::Protocol(
                 "default practice vanished after insert".into(),

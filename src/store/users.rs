@@ -5,9 +5,8 @@ use std::collections::HashMap;
 use sqlx::FromRow;
 
 use super::audit::Event;
-use super::{
-    Keyed, Page, PageRequest, PracticeStore, Store, StoreError, StoreResult, new_id, now_ms,
-};
+use super::{Change, Keyed, Page, PageRequest, PracticeStore, Store, StoreResult, new_id, now_ms};
+use crate::domain::{Record, Refusal};
 
 const USER_COLUMNS: &str =
     "id, email, title, first_name, last_name, role, is_doctor, created_at, updated_at";
@@ -86,8 +85,9 @@ impl Keyed for User {
 }
 
 impl PracticeStore<'_> {
-    /// Adds a staff user. A staff email is unique across practices.
-    pub async fn create_user(&self, new: NewUser<'_>) -> StoreResult<User> {
+    /// Adds a staff user. Refused if the email is taken: a staff email is unique across
+    /// practices.
+    pub async fn create_user(&self, new: NewUser<'_>) -> StoreResult<Change<User>> {
         let now = now_ms();
         let user = User {
             id: new_id(),
@@ -118,18 +118,14 @@ impl PracticeStore<'_> {
         .bind(now)
         .execute(&mut *tx)
         .await;
-        match result {
-            Ok(_) => {
-                self.commit(tx, Event::of("create", "user", &user.id))
-                    .await?;
-                Ok(user)
-            }
-            Err(e) if StoreError::is_unique_violation(&e) => Err(StoreError::Duplicate(format!(
-                "a staff user with email {} already exists",
-                user.email
-            ))),
-            Err(e) => Err(e.into()),
-        }
+        let email = user.email.clone();
+        self.finish_unique(
+            tx,
+            result.map(|_| user),
+            |u| Event::of("create", "user", &u.id),
+            || Refusal::Taken(Record::User, email),
+        )
+        .await
     }
 
     /// The staff user with this id, if the practice has one.

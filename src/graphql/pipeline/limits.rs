@@ -8,12 +8,13 @@
 
 use std::collections::HashMap;
 
+use async_graphql::Positioned;
 use async_graphql::Value as ConstValue;
 use async_graphql::parser::types::{
-    DocumentOperations, ExecutableDocument, Field, Selection, SelectionSet,
+    ExecutableDocument, Field, OperationDefinition, Selection, SelectionSet,
 };
 
-use super::pagination::DEFAULT_PAGE_SIZE;
+use crate::graphql::pagination::DEFAULT_PAGE_SIZE;
 
 /// The limits a document must keep to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,14 +78,10 @@ impl Exceeded {
 }
 
 impl Limits {
-    /// Checks a measured document against the limits.
-    pub fn check(&self, document_bytes: usize, m: &Measure) -> Result<(), Exceeded> {
+    /// Checks a measured document against the limits (its length is checked before it is
+    /// parsed).
+    pub fn check(&self, m: &Measure) -> Result<(), Exceeded> {
         let checks = [
-            (
-                "documentBytes",
-                document_bytes as u64,
-                self.max_document_bytes as u64,
-            ),
             ("depth", m.depth as u64, self.max_depth as u64),
             ("aliases", m.aliases as u64, self.max_aliases as u64),
             (
@@ -201,20 +198,12 @@ pub fn bracket_nesting(document: &str) -> usize {
     deepest
 }
 
-/// Measures the operation `operation` of `doc` (the only one when None).
+/// Measures the operation `op` of `doc`.
 pub fn measure(
     doc: &ExecutableDocument,
-    operation: Option<&str>,
+    op: &Positioned<OperationDefinition>,
     variables: &async_graphql::Variables,
 ) -> Measure {
-    let op = match (&doc.operations, operation) {
-        (DocumentOperations::Single(op), _) => Some(op),
-        (DocumentOperations::Multiple(ops), Some(name)) => ops.get(name),
-        (DocumentOperations::Multiple(ops), None) => ops.values().next(),
-    };
-    let Some(op) = op else {
-        return Measure::default();
-    };
     let mut walker = Walker {
         doc,
         variables,
@@ -310,7 +299,13 @@ mod tests {
 
     fn measure_of(query: &str, variables: serde_json::Value) -> Measure {
         let doc = parse_query(query).expect("parses");
-        measure(&doc, None, &async_graphql::Variables::from_json(variables))
+        let op = match &doc.operations {
+            async_graphql::parser::types::DocumentOperations::Single(op) => op,
+            async_graphql::parser::types::DocumentOperations::Multiple(ops) => {
+                ops.values().next().expect("an operation")
+            }
+        };
+        measure(&doc, op, &async_graphql::Variables::from_json(variables))
     }
 
     #[test]
@@ -374,19 +369,12 @@ mod tests {
             depth: 19,
             ..Default::default()
         };
-        let err = limits.check(10, &deep).expect_err("too deep");
+        let err = limits.check(&deep).expect_err("too deep");
         assert_eq!(err.limit, "depth");
         assert_eq!(
             err.message(),
             "The query is nested 19 levels deep, more than the limit of 15"
         );
-        assert!(limits.check(10, &Measure::default()).is_ok());
-        assert_eq!(
-            limits
-                .check(40_000, &Measure::default())
-                .expect_err("long")
-                .limit,
-            "documentBytes"
-        );
+        assert!(limits.check(&Measure::default()).is_ok());
     }
 }

@@ -3,25 +3,12 @@
 //! the database can land after its later siblings; the GraphQL specification wants the
 //! selection's order, and clients that compare responses as text rely on it.
 
-use async_graphql::parser::types::{
-    DocumentOperations, ExecutableDocument, Selection, SelectionSet,
-};
+use async_graphql::parser::types::{ExecutableDocument, Selection, SelectionSet};
 use serde_json::{Map, Value};
 
-/// Reorders `data` by the selection of the operation named `operation` in `doc`.
-pub fn in_selection_order(data: &mut Value, doc: &ExecutableDocument, operation: Option<&str>) {
-    let op = match (&doc.operations, operation) {
-        (DocumentOperations::Single(op), _) => op,
-        (DocumentOperations::Multiple(ops), Some(name)) => match ops.get(name) {
-            Some(op) => op,
-            None => return,
-        },
-        (DocumentOperations::Multiple(ops), None) => match ops.values().next() {
-            Some(op) if ops.len() == 1 => op,
-            _ => return,
-        },
-    };
-    order(data, &op.node.selection_set.node, doc);
+/// Reorders `data` by `selection`, the operation's selection set in `doc`.
+pub fn in_selection_order(data: &mut Value, selection: &SelectionSet, doc: &ExecutableDocument) {
+    order(data, selection, doc);
 }
 
 fn order(value: &mut Value, selection: &SelectionSet, doc: &ExecutableDocument) {
@@ -73,6 +60,7 @@ fn place(
 mod tests {
     use super::*;
     use async_graphql::parser::parse_query;
+    use async_graphql::parser::types::DocumentOperations;
     use serde_json::json;
 
     #[test]
@@ -86,7 +74,10 @@ mod tests {
             "a": { "id": 1, "name": "n" },
             "b": { "data": [{ "m": 1, "a": 2, "z": 3 }, { "a": 4, "m": 5, "z": 6 }] }
         });
-        in_selection_order(&mut data, &doc, None);
+        let DocumentOperations::Single(op) = &doc.operations else {
+            panic!("one operation");
+        };
+        in_selection_order(&mut data, &op.node.selection_set.node, &doc);
         assert_eq!(
             serde_json::to_string(&data).expect("json"),
             r#"{"b":{"data":[{"z":3,"a":2,"m":1},{"z":6,"a":4,"m":5}]},"a":{"name":"n","id":1}}"#

@@ -1,8 +1,7 @@
 //! Rate limits: each token may make `PRACTICE_RATE_LIMIT` requests a minute (240 by default),
 //! measured by a GCRA bucket per token (governor), so that one token's burst never slows
-//! another. Requests without a token (signIn) are counted per client address. Every response
-//! says where the caller stands, in the IETF `RateLimit` / `RateLimit-Policy` headers and the
-//! widespread `X-RateLimit-*` triple.
+//! another. Requests without a token (signIn) are counted per client address. Every answer
+//! says where the caller stands ([`RateStatus`]; HTTP sends it as the IETF `RateLimit` headers).
 //!
 //! The buckets live in each instance's memory: behind a load balancer that spreads a token's
 //! requests over N instances, the token gets up to N times the limit.
@@ -10,7 +9,6 @@
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use axum::http::{HeaderMap, HeaderValue};
 use governor::clock::{Clock, DefaultClock};
 use governor::middleware::StateInformationMiddleware;
 use governor::state::keyed::DefaultKeyedStateStore;
@@ -27,11 +25,15 @@ pub struct RateLimits {
 
 /// Where a caller stands after a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Decision {
-    /// Let through; `remaining` more requests may follow at once.
-    Allowed { remaining: u32 },
-    /// Refused; the caller may try again after this many seconds.
-    Limited { retry_after: u64 },
+pub struct RateStatus {
+    /// Requests a minute.
+    pub limit: u32,
+    /// How many more requests may follow at once.
+    pub remaining: u32,
+    /// Seconds until the bucket is full again.
+    pub reset: u64,
+    /// When refused: the seconds to wait before trying again.
+    pub retry_after: Option<u64>,
 }
 
 impl RateLimits {
@@ -46,15 +48,28 @@ impl RateLimits {
     }
 
     /// Counts a request of `key` (a token id, or `ip:ADDRESS`).
-    pub fn check(&self, key: &str) -> Decision {
+    pub fn check(&self, key: &str) -> RateStatus {
+        let limit = self.per_minute;
         match self.limiter.check_key(&key.to_string()) {
-            Ok(state) => Decision::Allowed {
-                remaining: state.remaining_burst_capacity(),
-            },
+            Ok(state) => {
+                let remaining = state.remaining_burst_capacity();
+                // One request refills every 60/limit s.
+                let used = u64::from(limit.saturating_sub(remaining));
+                RateStatus {
+                    limit,
+                    remaining,
+                    reset: (used * 60).div_ceil(u64::from(limit)),
+                    retry_after: None,
+                }
+            }
             Err(not_until) => {
                 let wait = not_until.wait_time_from(DefaultClock::default().now());
-                Decision::Limited {
-                    retry_after: wait.as_secs() + u64::from(wait.subsec_nanos() > 0),
+                let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                RateStatus {
+                    limit,
+                    remaining: 0,
+                    reset: seconds,
+                    retry_after: Some(seconds),
                 }
             }
         }
@@ -72,32 +87,6 @@ impl RateLimits {
 
     /// How often [`RateLimits::forget_idle`] should run.
     pub const FORGET_EVERY: Duration = Duration::from_secs(60);
-
-    /// The headers that tell a caller where it stands.
-    pub fn headers(&self, decision: Decision, headers: &mut HeaderMap) {
-        let limit = self.per_minute;
-        let (remaining, reset) = match decision {
-            // Seconds until the bucket is full again: one request refills every 60/limit s.
-            Decision::Allowed { remaining } => {
-                let used = u64::from(limit.saturating_sub(remaining));
-                (remaining, (used * 60).div_ceil(u64::from(limit)))
-            }
-            Decision::Limited { retry_after } => (0, retry_after),
-        };
-        let mut set = |name: &'static str, value: String| {
-            if let Ok(value) = HeaderValue::from_str(&value) {
-                headers.insert(name, value);
-            }
-        };
-        set("ratelimit-policy", format!("\"token\";q={limit};w=60"));
-        set("ratelimit", format!("\"token\";r={remaining};t={reset}"));
-        set("x-ratelimit-limit", limit.to_string());
-        set("x-ratelimit-remaining", remaining.to_string());
-        set("x-ratelimit-reset", reset.to_string());
-        if let Decision::Limited { retry_after } = decision {
-            set("retry-after", retry_after.to_string());
-        }
-    }
 }
 
 #[cfg(test)]
@@ -108,12 +97,13 @@ mod tests {
     fn counts_each_key_on_its_own() {
         let limits = RateLimits::new(3);
         for remaining in [2, 1, 0] {
-            assert_eq!(limits.check("a"), Decision::Allowed { remaining });
+            let status = limits.check("a");
+            assert_eq!((status.remaining, status.retry_after), (remaining, None));
         }
-        let Decision::Limited { retry_after } = limits.check("a") else {
+        let Some(retry_after) = limits.check("a").retry_after else {
             panic!("the fourth request must be refused");
         };
         assert!((1..=20).contains(&retry_after), "{retry_after}");
-        assert_eq!(limits.check("b"), Decision::Allowed { remaining: 2 });
+        assert_eq!(limits.check("b").remaining, 2);
     }
 }

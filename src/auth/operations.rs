@@ -1,0 +1,104 @@
+//! Every root operation of the schema and what it needs: the one list that decides who may
+//! call what. `graphql` checks it against the schema it serves (a test fails when a root
+//! field has no guard, or a guard no field), and permissions that name an operation
+//! (`query:patient`) are checked against it when a token is made.
+
+use super::permissions::{Access, OperationKind, Permission, Permissions, Resource};
+
+/// What a root operation needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Guard {
+    /// A resource, read or write; `query:NAME` (or `mutation:NAME`) also does.
+    Resource(Resource, Access),
+    /// The `settings` permission.
+    Settings,
+    /// Any valid token.
+    Token,
+    /// No token at all (signIn).
+    Public,
+}
+
+/// Every root field of the schema and what it needs. A test checks this list against the
+/// served schema, so a new operation cannot be added without deciding who may call it.
+pub const OPERATIONS: &[(OperationKind, &str, Guard)] = {
+    use Access::{Read, Write};
+    use Guard::{Public, Settings, Token};
+    use OperationKind::{Mutation, Query};
+    use Resource::{Bookings, Labels, Patients, Users};
+    const fn r(resource: Resource, access: Access) -> Guard {
+        Guard::Resource(resource, access)
+    }
+    &[
+        (Query, "patient", r(Patients, Read)),
+        (Query, "patients", r(Patients, Read)),
+        (Query, "booking", r(Bookings, Read)),
+        (Query, "bookings", r(Bookings, Read)),
+        (Query, "locations", r(Bookings, Read)),
+        (Query, "appointmentTypes", r(Bookings, Read)),
+        (Query, "labels", r(Labels, Read)),
+        (Query, "user", r(Users, Read)),
+        (Query, "users", r(Users, Read)),
+        (Query, "currentUser", Token),
+        (Query, "currentPractice", Token),
+        (Query, "apiTokens", Settings),
+        (Query, "auditEvents", Settings),
+        (Mutation, "signIn", Public),
+        (Mutation, "signOut", Token),
+        (Mutation, "createPatient", r(Patients, Write)),
+        (Mutation, "updatePatient", r(Patients, Write)),
+        (Mutation, "deletePatient", r(Patients, Write)),
+        (Mutation, "archivePatient", r(Patients, Write)),
+        (Mutation, "unarchivePatient", r(Patients, Write)),
+        (Mutation, "addPatientLabel", r(Patients, Write)),
+        (Mutation, "removePatientLabel", r(Patients, Write)),
+        (Mutation, "createBooking", r(Bookings, Write)),
+        (Mutation, "updateBooking", r(Bookings, Write)),
+        (Mutation, "deleteBooking", r(Bookings, Write)),
+        (Mutation, "createLocation", Settings),
+        (Mutation, "createAppointmentType", Settings),
+        (Mutation, "createLabel", r(Labels, Write)),
+        (Mutation, "updateLabel", r(Labels, Write)),
+        (Mutation, "deleteLabel", r(Labels, Write)),
+        (Mutation, "createApiToken", Settings),
+        (Mutation, "revokeApiToken", Settings),
+    ]
+};
+
+/// The guard of a root operation, if the schema has it.
+pub fn guard_of(kind: OperationKind, name: &str) -> Option<Guard> {
+    OPERATIONS
+        .iter()
+        .find(|(k, n, _)| *k == kind && *n == name)
+        .map(|(_, _, guard)| *guard)
+}
+
+/// Parses permission strings and checks that every operation they name exists.
+pub fn parse_permissions(list: &[String]) -> Result<Permissions, String> {
+    let permissions = Permissions::parse(list)?;
+    for p in permissions.iter() {
+        if let Permission::Operation(kind, name) = p
+            && guard_of(*kind, name).is_none()
+        {
+            return Err(format!(
+                "there is no {} named {name:?} in the schema",
+                kind.as_str()
+            ));
+        }
+    }
+    Ok(permissions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permissions_name_operations_that_exist() {
+        let list = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(parse_permissions(&list(&["query:patient", "patients:read"])).is_ok());
+        assert_eq!(
+            parse_permissions(&list(&["query:nothing"])),
+            Err("there is no query named \"nothing\" in the schema".into())
+        );
+    }
+}

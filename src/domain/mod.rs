@@ -1,0 +1,102 @@
+//! What the API and the command line share of the practice's rules: why a change can be
+//! refused, as types. The store decides (each rule in one place, inside the transaction that
+//! makes the change); the GraphQL layer and the command line each word the outcome in their
+//! own vocabulary. Nothing here knows SQL, GraphQL or HTTP.
+
+mod bookings;
+
+pub use bookings::{MAX_BOOKING_MS, check_booking_times};
+
+/// A kind of record, as a refusal names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Record {
+    Patient,
+    Label,
+    Booking,
+    Doctor,
+    Location,
+    AppointmentType,
+    ApiToken,
+    User,
+}
+
+/// The state that keeps a patient from being booked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PatientState {
+    Archived,
+    Deleted,
+}
+
+/// Another booking that holds the doctor at the time asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Busy {
+    /// The doctor's name with title, e.g. "Dr Grace Hopper".
+    pub doctor: String,
+    /// When the booking in the way starts and ends (milliseconds, UTC).
+    pub start: i64,
+    pub end: i64,
+}
+
+/// Why the practice refused a change. Nothing was written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The record the change names does not exist in the caller's practice.
+    NotFound(Record, String),
+    /// A label the change puts on a patient is not in the practice's catalogue.
+    LabelNotInCatalogue(String),
+    /// The patient is deleted: nothing of it changes any more.
+    PatientDeleted,
+    PatientAlreadyArchived,
+    PatientNotArchived,
+    /// An archived or deleted patient cannot be booked.
+    PatientCannotBeBooked(PatientState),
+    /// The label is on the patient already.
+    LabelAlreadyOnPatient {
+        title: String,
+    },
+    /// The patient has no label with this id (of its place on the patient, or of the catalogue).
+    LabelNotOnPatient(String),
+    /// The staff user named as doctor is not one.
+    NotADoctor {
+        name: String,
+    },
+    /// The doctor is booked at that time; the booking in the way, if it could still be found.
+    DoctorBusy(Option<Busy>),
+    BookingCancelled,
+    BookingAlreadyCancelled,
+    /// A record of this kind already has this title, name or email, which must be unique.
+    Taken(Record, String),
+}
+
+/// A change whose input breaks a rule of its own, whatever the state of the practice: the
+/// caller's mistake, not a refusal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Invalid {
+    /// A booking must end after it starts.
+    BookingEndsBeforeStart,
+    /// A booking lasts at most [`MAX_BOOKING_MS`].
+    BookingTooLong,
+}
+
+/// Why a change was not made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Denied {
+    Refused(Refusal),
+    Invalid(Invalid),
+}
+
+impl From<Refusal> for Denied {
+    fn from(refusal: Refusal) -> Self {
+        Denied::Refused(refusal)
+    }
+}
+
+impl From<Invalid> for Denied {
+    fn from(invalid: Invalid) -> Self {
+        Denied::Invalid(invalid)
+    }
+}
+
+/// The outcome of a change that the practice's rules can deny: the record as changed, or why
+/// nothing was.
+pub type Change<T> = Result<T, Denied>;

@@ -1,0 +1,166 @@
+//! The `{ data, error }` envelope every mutation returns, and the API's sentences for the
+//! practice's refusals (`crate::domain`): a refusal goes in `error`; an input that breaks a
+//! rule of its own is a GraphQL error (BAD_USER_INPUT) instead.
+
+use async_graphql::{Error, OutputType, Result, SimpleObject};
+use chrono::{TimeZone, Utc};
+
+use super::{Appointment, Booking, Label, Location, Patient};
+use crate::domain::{Change, Denied, Invalid, PatientState, Record, Refusal};
+use crate::graphql::error::bad_input;
+
+/// What a mutation returns: the record it affected, or a sentence saying why nothing changed.
+#[derive(SimpleObject)]
+#[graphql(concrete(name = "PatientResponsePayload", params(Patient)))]
+#[graphql(concrete(name = "LabelResponsePayload", params(Label)))]
+#[graphql(concrete(name = "BookingResponsePayload", params(Booking)))]
+#[graphql(concrete(name = "LocationResponsePayload", params(Location)))]
+#[graphql(concrete(name = "AppointmentResponsePayload", params(Appointment)))]
+pub struct ResponsePayload<T: OutputType> {
+    /// The record affected; null when the mutation was refused.
+    pub data: Option<T>,
+    /// Why the mutation was refused (e.g. "The label \"VIP\" is already on this patient"), in a
+    /// sentence for a person; null on success. Nothing was changed when this is set.
+    pub error: Option<String>,
+}
+
+impl<T: OutputType> ResponsePayload<T> {
+    pub fn ok(data: T) -> Self {
+        ResponsePayload {
+            data: Some(data),
+            error: None,
+        }
+    }
+
+    pub fn refused(refusal: &Refusal) -> Self {
+        ResponsePayload {
+            data: None,
+            error: Some(sentence(refusal)),
+        }
+    }
+}
+
+/// The envelope of a change: the record, made into its GraphQL object by `wrap`, or the
+/// refusal's sentence; an invalid input is an error.
+pub fn envelope<S, T: OutputType>(
+    change: Change<S>,
+    wrap: impl FnOnce(S) -> T,
+) -> Result<Option<ResponsePayload<T>>> {
+    match change {
+        Ok(record) => Ok(Some(ResponsePayload::ok(wrap(record)))),
+        Err(denied) => Ok(Some(ResponsePayload {
+            data: None,
+            error: Some(self::denied(denied)?),
+        })),
+    }
+}
+
+/// The sentence of a refusal, or the error of an invalid input.
+pub fn denied(denied: Denied) -> Result<String> {
+    match denied {
+        Denied::Refused(refusal) => Ok(sentence(&refusal)),
+        Denied::Invalid(invalid) => Err(invalid_input(invalid)),
+    }
+}
+
+/// An input that breaks a rule of its own, as the API's arguments name it.
+fn invalid_input(invalid: Invalid) -> Error {
+    bad_input(match invalid {
+        Invalid::BookingEndsBeforeStart => "bookingData.end must be after bookingData.start",
+        Invalid::BookingTooLong => "a booking must not be longer than 24 hours",
+    })
+}
+
+/// A refusal, in a sentence for the person behind the client.
+pub fn sentence(refusal: &Refusal) -> String {
+    match refusal {
+        Refusal::NotFound(record, id) => format!("No {} with id {id}", record_name(*record)),
+        Refusal::LabelNotInCatalogue(id) => {
+            format!("No label with id {id}: create it with createLabel first")
+        }
+        Refusal::PatientDeleted => {
+            "This patient has been deleted and can no longer be changed".into()
+        }
+        Refusal::PatientAlreadyArchived => "This patient is already archived".into(),
+        Refusal::PatientNotArchived => "This patient is not archived".into(),
+        Refusal::PatientCannotBeBooked(PatientState::Deleted) => {
+            "The patient has been deleted and cannot be booked".into()
+        }
+        Refusal::PatientCannotBeBooked(PatientState::Archived) => {
+            "The patient is archived: unarchive them before booking".into()
+        }
+        Refusal::LabelAlreadyOnPatient { title } => {
+            format!("The label \"{title}\" is already on this patient")
+        }
+        Refusal::LabelNotOnPatient(id) => format!("This patient has no label with id {id}"),
+        Refusal::NotADoctor { name } => format!("{name} is not a doctor and cannot be booked"),
+        Refusal::DoctorBusy(Some(busy)) => {
+            let at = |ms: i64| Utc.timestamp_millis_opt(ms).single().unwrap_or_default();
+            format!(
+                "{} is already booked {}–{} on {} (UTC)",
+                busy.doctor,
+                at(busy.start).format("%H:%M"),
+                at(busy.end).format("%H:%M"),
+                at(busy.start).format("%Y-%m-%d")
+            )
+        }
+        Refusal::DoctorBusy(None) => "The doctor is already booked at that time".into(),
+        Refusal::BookingCancelled => {
+            "This booking has been cancelled and can no longer be changed".into()
+        }
+        Refusal::BookingAlreadyCancelled => "This booking is already cancelled".into(),
+        Refusal::Taken(Record::Label, title) => {
+            format!("A label titled \"{title}\" already exists")
+        }
+        Refusal::Taken(Record::AppointmentType, title) => {
+            format!("An appointment type titled \"{title}\" already exists")
+        }
+        Refusal::Taken(Record::User, email) => {
+            format!("A staff user with email {email} already exists")
+        }
+        Refusal::Taken(record, name) => {
+            format!("A {} named \"{name}\" already exists", record_name(*record))
+        }
+    }
+}
+
+/// A kind of record, as a sentence names it.
+fn record_name(record: Record) -> &'static str {
+    match record {
+        Record::Patient => "patient",
+        Record::Label => "label",
+        Record::Booking => "booking",
+        Record::Doctor => "doctor",
+        Record::Location => "location",
+        Record::AppointmentType => "appointment type",
+        Record::ApiToken => "API token",
+        Record::User => "staff user",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Busy;
+
+    #[test]
+    fn refusals_read_as_sentences() {
+        assert_eq!(
+            sentence(&Refusal::NotFound(Record::AppointmentType, "x".into())),
+            "No appointment type with id x"
+        );
+        assert_eq!(
+            sentence(&Refusal::Taken(Record::Location, "Main".into())),
+            "A location named \"Main\" already exists"
+        );
+        let busy = Busy {
+            doctor: "Dr Grace Hopper".into(),
+            start: 1_764_580_500_000,
+            end: 1_764_582_300_000,
+        };
+        assert_eq!(
+            sentence(&Refusal::DoctorBusy(Some(busy))),
+            "Dr Grace Hopper is already booked 09:15–09:45 on 2025-12-01 (UTC)"
+        );
+    }
+}

@@ -1,0 +1,235 @@
+//! The last stage: the operation runs with what its resolvers need (the caller, the batch
+//! loaders, the read log), the reads of patient data it made are recorded, and its response
+//! is written: every error with a code, failed fields null, fields in selection order.
+
+use std::sync::Arc;
+
+use async_graphql::PathSegment;
+use serde_json::{Map, Value, json};
+
+use super::Caller;
+use super::order::in_selection_order;
+use super::prepare::Prepared;
+use super::reads::ReadAudit;
+use super::rejection::{Rejection, Stop};
+use crate::auth::OperationKind;
+use crate::graphql::error::code;
+use crate::graphql::read_log::ReadLog;
+use crate::graphql::{ApiSchema, ClientAddress, loaders};
+use crate::store::Store;
+use crate::store::audit::Reads;
+
+/// An operation's response.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Executed {
+    /// `{ data?, errors?, extensions }`.
+    pub body: Value,
+    /// False when the operation did not run at all (validation failed): the body has no
+    /// `data` then.
+    pub ran: bool,
+}
+
+/// Runs `prepared` for `caller`. Reads of patient data are recorded before the response is
+/// returned: a query's, and what a mutation's result reaches beyond its own record.
+pub async fn execute(
+    schema: &ApiSchema,
+    store: &Store,
+    reads: &ReadAudit,
+    prepared: Prepared,
+    caller: Caller,
+) -> Result<Executed, Rejection> {
+    let Some(definition) = prepared.definition() else {
+        // The prepare stage chose it; a document without it cannot have come from there.
+        return Err(Rejection::new(
+            Stop::Document,
+            code::GRAPHQL_VALIDATION_FAILED,
+            "The operation to run is not in the document",
+        ));
+    };
+    let selection = definition.node.selection_set.node.clone();
+    let Prepared {
+        query,
+        variables,
+        extensions,
+        document,
+        operation,
+        cost,
+        ..
+    } = prepared;
+    let mut request = async_graphql::Request::new(query).variables(variables);
+    if let Some(name) = operation.name.clone() {
+        request = request.operation_name(name);
+    }
+    for (key, value) in extensions {
+        if let Ok(value) = async_graphql::Value::from_json(value) {
+            request.extensions.insert(key, value);
+        }
+    }
+    request.set_parsed_query((*document).clone());
+    let mut request = request.data(ClientAddress(caller.address));
+    let mut log = None;
+    if let Some(principal) = caller.principal {
+        let read_log = Arc::new(ReadLog::new(operation.roots.clone()));
+        // A mutation's request does not cache what it loads, so that it reads what its own
+        // earlier fields wrote.
+        let cached = operation.kind == OperationKind::Query;
+        request = loaders::install(request, store, &principal.practice_id, cached);
+        log = Some((
+            read_log.clone(),
+            principal.practice_id.clone(),
+            principal.actor.clone(),
+        ));
+        request = request.data(read_log).data(principal);
+    }
+    let response = schema.execute(request).await;
+    if let Some((log, practice_id, actor)) = log {
+        let recorded = reads
+            .record(Reads {
+                practice_id,
+                actor,
+                reads: log.take(),
+            })
+            .await;
+        if !recorded {
+            return Err(Rejection::new(
+                Stop::Unavailable,
+                code::SERVICE_UNAVAILABLE,
+                "The audit log could not be written, so the data read is withheld; try again \
+                 shortly",
+            )
+            .with_cost(cost));
+        }
+    }
+    let mut executed = render(response, caller.request_id.as_deref());
+    if let Some(data) = executed.body.get_mut("data") {
+        in_selection_order(data, &selection, &document);
+    }
+    executed.body["extensions"]["cost"] = cost;
+    Ok(executed)
+}
+
+/// Writes an executed response: every error gets a code, an internal error names the request
+/// id (its details are in the log under it), a failed field is null, and a response that did
+/// not run (validation failed) has no `data`.
+fn render(response: async_graphql::Response, request_id: Option<&str>) -> Executed {
+    let ran = !(response.data == async_graphql::Value::Null
+        && !response.errors.is_empty()
+        && response.errors.iter().all(|e| e.path.is_empty()));
+    let mut body = Map::new();
+    if ran {
+        let mut data = response.data.into_json().unwrap_or(Value::Null);
+        for err in &response.errors {
+            null_at(&mut data, &err.path);
+        }
+        body.insert("data".into(), data);
+    }
+    if !response.errors.is_empty() {
+        let errors = response
+            .errors
+            .into_iter()
+            .map(|err| {
+                let mut value = serde_json::to_value(&err).unwrap_or_else(|_| json!({}));
+                let has_code = err
+                    .extensions
+                    .as_ref()
+                    .is_some_and(|ext| ext.get("code").is_some());
+                if !has_code {
+                    let code = if ran {
+                        code::BAD_USER_INPUT
+                    } else {
+                        code::GRAPHQL_VALIDATION_FAILED
+                    };
+                    value["extensions"]["code"] = json!(code);
+                }
+                if let Some(id) = request_id
+                    && value["extensions"]["code"] == json!(code::INTERNAL_SERVER_ERROR)
+                {
+                    value["message"] = json!(format!("Internal server error (request id {id})"));
+                    value["extensions"]["requestId"] = json!(id);
+                }
+                value
+            })
+            .collect();
+        body.insert("errors".into(), Value::Array(errors));
+    }
+    if !response.extensions.is_empty() {
+        body.insert(
+            "extensions".into(),
+            serde_json::to_value(&response.extensions).unwrap_or(Value::Null),
+        );
+    }
+    Executed {
+        body: Value::Object(body),
+        ran,
+    }
+}
+
+/// Puts `null` where a field failed. async-graphql 7 leaves a failed field out of its object
+/// (and an object whose fields all failed becomes null) where the GraphQL specification wants
+/// the field present and null (async-graphql issue #1549). Every field of our schema that can
+/// fail is nullable, so null is the right value there.
+fn null_at(data: &mut Value, path: &[PathSegment]) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut here = data;
+    for segment in parents {
+        if here.is_null() {
+            *here = Value::Object(Map::new());
+        }
+        here = match (segment, here) {
+            (PathSegment::Field(name), Value::Object(map)) => {
+                map.entry(name.clone()).or_insert(Value::Null)
+            }
+            (PathSegment::Index(i), Value::Array(items)) => match items.get_mut(*i) {
+                Some(item) => item,
+                None => return,
+            },
+            _ => return,
+        };
+    }
+    if here.is_null() {
+        *here = Value::Object(Map::new());
+    }
+    if let (PathSegment::Field(name), Value::Object(map)) = (last, here) {
+        map.entry(name.clone()).or_insert(Value::Null);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_fields_become_null() {
+        use PathSegment::{Field, Index};
+        let mut data = json!({ "bookings": { "data": [null, { "id": "b" }] } });
+        let field = |s: &str| Field(s.to_string());
+        null_at(
+            &mut data,
+            &[field("bookings"), field("data"), Index(0), field("patient")],
+        );
+        null_at(
+            &mut data,
+            &[field("bookings"), field("data"), Index(0), field("doctor")],
+        );
+        null_at(
+            &mut data,
+            &[field("bookings"), field("data"), Index(1), field("patient")],
+        );
+        null_at(&mut data, &[field("other")]);
+        assert_eq!(
+            data,
+            json!({
+                "bookings": { "data": [
+                    { "patient": null, "doctor": null },
+                    { "id": "b", "patient": null }
+                ] },
+                "other": null
+            })
+        );
+        let mut root = Value::Null;
+        null_at(&mut root, &[field("patients")]);
+        assert_eq!(root, json!({ "patients": null }));
+    }
+}

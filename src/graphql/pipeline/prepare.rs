@@ -1,0 +1,315 @@
+//! The first stage: the document read once. It is checked for what can be told from its text
+//! (NUL characters, length, bracket nesting), parsed (or found parsed), its operation chosen
+//! by the GraphQL rules, and measured against the query limits; every later stage takes the
+//! result instead of looking at the document again.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_graphql::parser::types::{
+    DocumentOperations, ExecutableDocument, Field, OperationDefinition, OperationType, Selection,
+    SelectionSet,
+};
+use async_graphql::{Name, Positioned};
+use serde_json::{Value, json};
+
+use super::documents::Documents;
+use super::limits::{self, Exceeded, Limits, Measure};
+use super::params::Params;
+use super::rejection::{Rejection, Stop};
+use crate::auth::OperationKind;
+use crate::graphql::error::code;
+
+/// A request ready to run: its document parsed, its operation chosen and measured.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    pub query: String,
+    pub variables: async_graphql::Variables,
+    pub extensions: serde_json::Map<String, Value>,
+    pub document: Arc<ExecutableDocument>,
+    pub operation: Operation,
+    pub measure: Measure,
+    /// What the response's `extensions.cost` says: the query's cost and the limit.
+    pub cost: Value,
+    /// The chosen operation's key in a document of named operations.
+    chosen: Option<Name>,
+}
+
+/// The operation a request runs, as the stages after this one need it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Operation {
+    /// Its name, when it has one.
+    pub name: Option<String>,
+    pub kind: OperationKind,
+    /// True when every root field is signIn: the one operation that takes no token.
+    pub sign_in_only: bool,
+    /// How many signIn fields the operation holds, through fragments too.
+    pub sign_ins: usize,
+    /// The root fields, by response key (an alias, or the field's name), through fragments.
+    pub roots: HashMap<String, String>,
+}
+
+impl Prepared {
+    pub fn kind(&self) -> OperationKind {
+        self.operation.kind
+    }
+
+    /// The chosen operation's definition.
+    pub fn definition(&self) -> Option<&Positioned<OperationDefinition>> {
+        match (&self.document.operations, &self.chosen) {
+            (DocumentOperations::Single(operation), _) => Some(operation),
+            (DocumentOperations::Multiple(operations), Some(key)) => operations.get(key),
+            (DocumentOperations::Multiple(_), None) => None,
+        }
+    }
+}
+
+/// Prepares `params` under `limits`, parsing through `documents`.
+pub fn prepare(
+    params: Params,
+    documents: &Documents,
+    limits: &Limits,
+) -> Result<Prepared, Rejection> {
+    if params.has_nul() {
+        // No database text column can hold U+0000 (PostgreSQL refuses it outright), and no
+        // name, note or id of ours contains one: refuse it here, the same on every engine.
+        return Err(Rejection::bad_input(
+            "text must not contain NUL characters (U+0000)",
+        ));
+    }
+    if params.query.len() > limits.max_document_bytes {
+        return Err(Rejection::too_complex(&Exceeded {
+            limit: "documentBytes",
+            value: params.query.len() as u64,
+            max: limits.max_document_bytes as u64,
+        }));
+    }
+    let nesting = limits::bracket_nesting(&params.query);
+    if nesting > limits::MAX_BRACKET_NESTING {
+        return Err(Rejection::too_complex(&Exceeded {
+            limit: "depth",
+            value: nesting as u64,
+            max: limits::MAX_BRACKET_NESTING as u64,
+        }));
+    }
+    let document = documents
+        .parse(&params.query)
+        .map_err(|e| Rejection::new(Stop::Document, code::GRAPHQL_PARSE_FAILED, e.message))?;
+    let name = params.operation_name.clone();
+    let (chosen, definition) = choose(&document, name.as_deref()).map_err(|message| {
+        Rejection::new(Stop::Document, code::GRAPHQL_VALIDATION_FAILED, message)
+    })?;
+    let chosen = chosen.cloned();
+    let operation = Operation::of(name, definition, &document);
+    if operation.sign_ins > 1 {
+        // Aliases must not multiply password guesses.
+        return Err(Rejection::bad_input("send one signIn per request"));
+    }
+    let variables =
+        async_graphql::Variables::from_json(Value::Object(params.variables.unwrap_or_default()));
+    let measure = limits::measure(&document, definition, &variables);
+    let cost = json!({ "requested": measure.cost, "limit": limits.max_cost });
+    limits
+        .check(&measure)
+        .map_err(|exceeded| Rejection::too_complex(&exceeded).with_cost(cost.clone()))?;
+    Ok(Prepared {
+        query: params.query,
+        variables,
+        extensions: params.extensions.unwrap_or_default(),
+        document,
+        operation,
+        measure,
+        cost,
+        chosen,
+    })
+}
+
+/// The operation a request runs, by the GraphQL rules ("GetOperation"): the one named, or the
+/// document's only one; with its key among named operations. The messages are async-graphql's,
+/// which checks again as it runs.
+fn choose<'d>(
+    document: &'d ExecutableDocument,
+    name: Option<&str>,
+) -> Result<(Option<&'d Name>, &'d Positioned<OperationDefinition>), String> {
+    let unknown = |name: &str| format!("Unknown operation named \"{name}\"");
+    match (&document.operations, name) {
+        (DocumentOperations::Multiple(operations), Some(name)) => operations
+            .get_key_value(name)
+            .map(|(key, operation)| (Some(key), operation))
+            .ok_or_else(|| unknown(name)),
+        (DocumentOperations::Single(_), Some(name)) => Err(unknown(name)),
+        (DocumentOperations::Single(operation), None) => Ok((None, operation)),
+        (DocumentOperations::Multiple(operations), None) if operations.len() == 1 => operations
+            .iter()
+            .next()
+            .map(|(key, operation)| (Some(key), operation))
+            .ok_or_else(|| "Operation name required in request.".into()),
+        (DocumentOperations::Multiple(_), None) => {
+            Err("Operation name required in request.".into())
+        }
+    }
+}
+
+impl Operation {
+    fn of(
+        name: Option<String>,
+        definition: &Positioned<OperationDefinition>,
+        document: &ExecutableDocument,
+    ) -> Operation {
+        let kind = match definition.node.ty {
+            OperationType::Query => OperationKind::Query,
+            OperationType::Mutation => OperationKind::Mutation,
+            OperationType::Subscription => OperationKind::Subscription,
+        };
+        let selection = &definition.node.selection_set.node;
+        let sign_in_only = kind == OperationKind::Mutation
+            && !selection.items.is_empty()
+            && selection.items.iter().all(|item| match &item.node {
+                Selection::Field(field) => field.node.name.node == "signIn",
+                // Fragments could hide other fields: they need a token.
+                _ => false,
+            });
+        let mut sign_ins = 0;
+        let mut roots = HashMap::new();
+        for_each_root_field(selection, document, &mut |field| {
+            let field_name = field.name.node.as_str();
+            sign_ins += usize::from(kind == OperationKind::Mutation && field_name == "signIn");
+            roots.insert(
+                field.response_key().node.to_string(),
+                field_name.to_string(),
+            );
+        });
+        Operation {
+            name,
+            kind,
+            sign_in_only,
+            sign_ins,
+            roots,
+        }
+    }
+}
+
+/// Calls `visit` with each root field of a selection, through fragments, each fragment once
+/// (the document is not validated yet, so a fragment may even spread itself).
+fn for_each_root_field<'d>(
+    selection: &'d SelectionSet,
+    document: &'d ExecutableDocument,
+    visit: &mut impl FnMut(&'d Field),
+) {
+    fn walk<'d>(
+        selection: &'d SelectionSet,
+        document: &'d ExecutableDocument,
+        seen: &mut Vec<&'d str>,
+        visit: &mut impl FnMut(&'d Field),
+    ) {
+        for item in &selection.items {
+            match &item.node {
+                Selection::Field(field) => visit(&field.node),
+                Selection::InlineFragment(inline) => {
+                    walk(&inline.node.selection_set.node, document, seen, visit);
+                }
+                Selection::FragmentSpread(spread) => {
+                    let name = spread.node.fragment_name.node.as_str();
+                    if seen.contains(&name) {
+                        continue;
+                    }
+                    seen.push(name);
+                    if let Some(fragment) = document.fragments.get(&spread.node.fragment_name.node)
+                    {
+                        walk(&fragment.node.selection_set.node, document, seen, visit);
+                    }
+                }
+            }
+        }
+    }
+    walk(selection, document, &mut Vec::new(), visit);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prepared(query: &str, name: Option<&str>) -> Result<Prepared, Rejection> {
+        let params = Params {
+            query: query.into(),
+            operation_name: name.map(str::to_string),
+            ..Params::default()
+        };
+        prepare(params, &Documents::default(), &Limits::default())
+    }
+
+    fn operation(query: &str, name: Option<&str>) -> Operation {
+        prepared(query, name).expect("prepares").operation
+    }
+
+    #[test]
+    fn only_sign_in_goes_without_token() {
+        let op = operation(
+            "mutation { signIn(email: \"a\", password: \"b\") { token } }",
+            None,
+        );
+        assert_eq!(
+            (op.kind, op.sign_in_only, op.sign_ins),
+            (OperationKind::Mutation, true, 1)
+        );
+        let aliased = prepared(
+            "mutation { a: signIn(email: \"a\", password: \"b\") { token } \
+             ...F ... on Mutation { c: signIn(email: \"a\", password: \"c\") { token } } } \
+             fragment F on Mutation { b: signIn(email: \"a\", password: \"d\") { token } ...F }",
+            None,
+        )
+        .expect_err("three signIns");
+        assert_eq!(aliased.message, "send one signIn per request");
+        let mixed = operation(
+            "mutation { signIn(email: \"a\", password: \"b\") { token } signOut }",
+            None,
+        );
+        assert!(!mixed.sign_in_only);
+        assert!(!operation("query { signIn }", None).sign_in_only);
+        let fragment = operation("mutation { ...F } fragment F on Mutation { signOut }", None);
+        assert!(!fragment.sign_in_only);
+    }
+
+    #[test]
+    fn chooses_the_operation_by_the_rules() {
+        let doc = "query A { patients { pageInfo { page } } } mutation B { signOut }";
+        assert_eq!(operation(doc, Some("B")).kind, OperationKind::Mutation);
+        assert_eq!(operation(doc, Some("A")).kind, OperationKind::Query);
+        let unnamed = prepared(doc, None).expect_err("two operations, no name");
+        assert_eq!(unnamed.message, "Operation name required in request.");
+        assert_eq!(unnamed.code, code::GRAPHQL_VALIDATION_FAILED);
+        assert_eq!(
+            prepared(doc, Some("C")).expect_err("no C").message,
+            "Unknown operation named \"C\""
+        );
+        assert!(prepared("{ a }", Some("A")).is_err());
+    }
+
+    #[test]
+    fn names_the_root_fields_by_response_key() {
+        let op = operation(
+            "{ p: patient(id: \"1\") { id } ...F } fragment F on Query { patients { pageInfo { page } } }",
+            None,
+        );
+        assert_eq!(op.roots.get("p").map(String::as_str), Some("patient"));
+        assert_eq!(
+            op.roots.get("patients").map(String::as_str),
+            Some("patients")
+        );
+    }
+
+    #[test]
+    fn refuses_what_the_text_shows() {
+        let nul = prepared("{ a(b: \"\\u0000\") }", None).expect_err("NUL");
+        assert_eq!(nul.code, code::BAD_USER_INPUT);
+        let deep = format!("{}{}", "{ a ".repeat(200), "}".repeat(200));
+        assert_eq!(
+            prepared(&deep, None).expect_err("deep").detail("limit"),
+            Some(&json!("depth"))
+        );
+        assert_eq!(
+            prepared("{ a ", None).expect_err("bad").code,
+            code::GRAPHQL_PARSE_FAILED
+        );
+    }
+}
