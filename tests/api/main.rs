@@ -10,6 +10,7 @@ mod faults;
 mod http;
 mod idempotency;
 mod instances;
+mod migrations;
 mod patients;
 mod practices;
 mod spec_examples;

@@ -1,0 +1,188 @@
+//! The two sets of migrations (`migrations/sqlite`, `migrations/postgres`) make the same
+//! tables, with the same columns, the same nullability and the same indexes, so that one set
+//! of SQL in the store serves both engines. What exists on one engine only is listed here,
+//! and checked to exist there: the list cannot go stale.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use practice_api::store::{PoolSettings, Store};
+use sqlx::Connection;
+
+use crate::helpers::{Engine, TestDatabase};
+
+/// Objects of SQLite alone: the full-text table of patient search (and the tables FTS5 keeps
+/// for it), its triggers, and the triggers of the no-overlap rule.
+const SQLITE_ONLY_TABLES: &[&str] = &[
+    "patients_search",
+    "patients_search_config",
+    "patients_search_data",
+    "patients_search_docsize",
+    "patients_search_idx",
+];
+const SQLITE_ONLY_TRIGGERS: &[&str] = &[
+    "bookings_no_overlap_insert",
+    "bookings_no_overlap_update",
+    "patients_search_delete",
+    "patients_search_insert",
+    "patients_search_update",
+];
+
+/// Objects of PostgreSQL alone: the trigram index of patient search, and the exclusion
+/// constraint of the no-overlap rule.
+const POSTGRES_ONLY_INDEXES: &[&str] = &["patients_search"];
+const POSTGRES_ONLY_CONSTRAINTS: &[&str] = &["bookings_no_overlap"];
+
+/// A schema as far as the store relies on it: each table's columns with whether they may be
+/// null, and each table's indexes (primary keys aside).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Schema {
+    columns: BTreeMap<String, BTreeMap<String, bool>>,
+    indexes: BTreeMap<String, BTreeSet<String>>,
+}
+
+async fn sqlite_schema(url: &str) -> (Schema, BTreeSet<String>) {
+    let mut conn = sqlx::SqliteConnection::connect(url).await.expect("connect");
+    let tables: Vec<(String,)> = sqlx::query_as(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' \
+         AND name NOT LIKE '_sqlx%'",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .expect("tables");
+    let mut schema = Schema::default();
+    for (table,) in tables {
+        let columns: Vec<(String, i64, i64)> =
+            sqlx::query_as("SELECT name, \"notnull\", pk FROM pragma_table_info($1)")
+                .bind(&table)
+                .fetch_all(&mut conn)
+                .await
+                .expect("columns");
+        let columns = columns
+            .into_iter()
+            .map(|(name, not_null, pk)| (name, not_null == 0 && pk == 0))
+            .collect();
+        schema.columns.insert(table.clone(), columns);
+        schema.indexes.insert(table, BTreeSet::new());
+    }
+    let indexes: Vec<(String, String)> = sqlx::query_as(
+        "SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' \
+         AND name NOT LIKE 'sqlite_autoindex%'",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .expect("indexes");
+    for (name, table) in indexes {
+        schema.indexes.entry(table).or_default().insert(name);
+    }
+    let triggers: Vec<(String,)> =
+        sqlx::query_as("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+            .fetch_all(&mut conn)
+            .await
+            .expect("triggers");
+    (schema, triggers.into_iter().map(|(name,)| name).collect())
+}
+
+async fn postgres_schema(url: &str) -> (Schema, BTreeSet<String>) {
+    let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");
+    let columns: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT c.table_name::text, c.column_name::text, c.is_nullable::text \
+         FROM information_schema.columns c JOIN information_schema.tables t \
+         ON t.table_schema = c.table_schema AND t.table_name = c.table_name \
+         WHERE c.table_schema = 'public' AND t.table_type = 'BASE TABLE' \
+         AND c.table_name NOT LIKE '_sqlx%'",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .expect("columns");
+    let mut schema = Schema::default();
+    for (table, column, nullable) in columns {
+        schema
+            .columns
+            .entry(table.clone())
+            .or_default()
+            .insert(column, nullable == "YES");
+        schema.indexes.entry(table).or_default();
+    }
+    let indexes: Vec<(String, String)> = sqlx::query_as(
+        "SELECT indexname::text, tablename::text FROM pg_indexes WHERE schemaname = 'public' \
+         AND indexname NOT LIKE '%_pkey' AND tablename NOT LIKE '_sqlx%'",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .expect("indexes");
+    for (name, table) in indexes {
+        schema.indexes.entry(table).or_default().insert(name);
+    }
+    let constraints: Vec<(String,)> = sqlx::query_as(
+        "SELECT conname::text FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace \
+         WHERE n.nspname = 'public' AND c.contype = 'x'",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .expect("constraints");
+    let constraints = constraints.into_iter().map(|(name,)| name).collect();
+    // The exclusion constraint's own index carries its name.
+    for name in &constraints {
+        for indexes in schema.indexes.values_mut() {
+            indexes.remove(name);
+        }
+    }
+    (schema, constraints)
+}
+
+/// Takes `names` out of `schema`'s indexes and tables, asserting that each was there.
+fn take_out(schema: &mut Schema, tables: &[&str], indexes: &[&str], engine: &str) {
+    for table in tables {
+        assert!(
+            schema.columns.remove(*table).is_some(),
+            "{engine} has no table {table}, listed as its own"
+        );
+        schema.indexes.remove(*table);
+    }
+    for index in indexes {
+        let found = schema
+            .indexes
+            .values_mut()
+            .any(|names| names.remove(*index));
+        assert!(found, "{engine} has no index {index}, listed as its own");
+    }
+}
+
+#[tokio::test]
+async fn both_engines_migrate_to_the_same_tables() {
+    let Some(sqlite) = TestDatabase::new(Engine::Sqlite).await else {
+        return;
+    };
+    let Some(postgres) = TestDatabase::new(Engine::Postgres).await else {
+        return;
+    };
+    for db in [&sqlite, &postgres] {
+        let store = Store::open(&db.url, &PoolSettings::default())
+            .await
+            .expect("migrate");
+        store.close().await;
+    }
+    let (mut lite, triggers) = sqlite_schema(&sqlite.url).await;
+    let (mut pg, constraints) = postgres_schema(&postgres.url).await;
+
+    take_out(&mut lite, SQLITE_ONLY_TABLES, &[], "SQLite");
+    take_out(&mut pg, &[], POSTGRES_ONLY_INDEXES, "PostgreSQL");
+    let expected: BTreeSet<String> = SQLITE_ONLY_TRIGGERS.iter().map(|t| t.to_string()).collect();
+    assert_eq!(triggers, expected, "SQLite's triggers");
+    let expected: BTreeSet<String> = POSTGRES_ONLY_CONSTRAINTS
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    assert_eq!(constraints, expected, "PostgreSQL's exclusion constraints");
+
+    let tables = |s: &Schema| s.columns.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(tables(&lite), tables(&pg), "the same tables");
+    for (table, columns) in &lite.columns {
+        assert_eq!(
+            Some(columns),
+            pg.columns.get(table),
+            "table {table}: columns (name → nullable) differ"
+        );
+    }
+    assert_eq!(lite.indexes, pg.indexes, "the same indexes");
+}
