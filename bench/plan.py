@@ -1,7 +1,7 @@
 """Writes the request plans of bench/run: one file a scenario, one JSON body a line, read from
 the seeded database through the API itself (so the benchmark holds no SQL of its own).
 
-    python3 bench/plan.py URL TOKEN OUT_DIR THREADS
+    python3 bench/plan.py URL TOKEN OUT_DIR THREADS STAFF_PASSWORD
 
 Thread t of THREADS sends lines t, t+THREADS, ... (see load.lua). A line WRITE stands for the
 next label write of the scenario's .writes file: the bodies that add and remove the label,
@@ -15,6 +15,8 @@ import sys
 import urllib.request
 
 URL, TOKEN, OUT, THREADS = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+# The demo staff's password, which `practice-api demo` makes at random and prints once.
+STAFF_PASSWORD = sys.argv[5]
 random.seed(20261122)
 
 
@@ -102,7 +104,7 @@ while gql(
     booking_pages += 1
 reads["bookings"] = [body(BOOKINGS, {"r": span, "p": p}) for p in range(1, booking_pages + 1)]
 reads["sign_in"] = [
-    body(SIGN_IN, {"e": s["email"], "p": "demo-password"})
+    body(SIGN_IN, {"e": s["email"], "p": STAFF_PASSWORD})
     for s in staff
     if "@demo-" in s["email"]
 ]

@@ -87,6 +87,7 @@ async fn label(State(app): State<Baseline>, Json(request): Json<LabelRequest>) -
     let practice = app.store.practice(&app.practice).by(Author {
         actor: &OPERATOR,
         operation: Some("baseline"),
+        key: None,
     });
     let change = if request.add {
         practice
@@ -121,6 +122,8 @@ async fn main() -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     let address = listener.local_addr().map_err(|e| e.to_string())?;
-    eprintln!("baseline listening on http://{address}");
+    // One write, so that a script reading the log never sees half an address.
+    let line = format!("baseline listening on http://{address}");
+    eprintln!("{line}");
     axum::serve(listener, app).await.map_err(|e| e.to_string())
 }

@@ -10,7 +10,7 @@ use rand::{RngExt, SeedableRng};
 use thiserror::Error;
 
 use crate::auth::{self, Role, parse_permissions, password};
-use crate::domain::{Denied, Invalid, PatientState, Record, Refusal};
+use crate::domain::{Bound, Denied, Invalid, PatientState, Record, Refusal};
 use crate::store::audit::{Actor, Author};
 use crate::store::patients::PatientFields;
 use crate::store::practices::Practice;
@@ -74,7 +74,7 @@ fn say(refusal: &Refusal) -> String {
         }
         Refusal::LabelAlreadyOnPatient { title } => format!("the patient has the label {title:?}"),
         Refusal::LabelNotOnPatient(id) => format!("the patient has no label with id {id}"),
-        Refusal::NotADoctor { name } => format!("{name} is not a doctor"),
+        Refusal::NotADoctor { name, .. } => format!("{name} is not a doctor"),
         Refusal::DoctorBusy(_) => "the doctor is booked at that time".into(),
         Refusal::BookingCancelled => "the booking is cancelled".into(),
         Refusal::BookingAlreadyCancelled => "the booking is cancelled already".into(),
@@ -82,6 +82,16 @@ fn say(refusal: &Refusal) -> String {
             format!("a staff user with email {email} already exists")
         }
         Refusal::Taken(kind, name) => format!("a {} {name:?} already exists", record(*kind)),
+        Refusal::TooMany(bound) => format!(
+            "the practice is at its bound of {} {}",
+            bound.max(),
+            match bound {
+                Bound::LabelsOnPatient => "labels on a patient",
+                Bound::Locations => "locations",
+                Bound::AppointmentTypes => "appointment types",
+                Bound::ApiTokens => "live API tokens: revoke one first",
+            }
+        ),
     }
 }
 
@@ -94,6 +104,7 @@ fn as_operator<'a>(store: &'a Store, practice_id: &'a str, command: &'a str) -> 
     store.practice(practice_id).by(Author {
         actor: &OPERATOR,
         operation: Some(command),
+        key: None,
     })
 }
 
@@ -181,8 +192,12 @@ pub async fn create_token(
         .transpose()?;
     let practice = as_operator(store, practice_id, "token create");
     auth::issue_api_token(practice, name, &permissions, expires_at)
-        .await?
-        .map_err(invalid)
+        .await
+        .map_err(|e| match e {
+            auth::IssueError::Invalid(message) => invalid(message),
+            auth::IssueError::Refused(refusal) => invalid(say(&refusal)),
+            auth::IssueError::Store(error) => error.into(),
+        })
 }
 
 /// `token list`.
@@ -207,12 +222,17 @@ pub struct DemoSummary {
     pub patients: usize,
     pub labels: usize,
     pub bookings: usize,
-    /// (email, role) of each staff user made; they share the password `DEMO_PASSWORD`.
+    /// (email, role) of each staff user made; they share `password`.
     pub staff: Vec<(String, String)>,
+    /// The demo staff's password: made at random, and shown this once.
+    pub password: String,
 }
 
-/// The password of the demo staff users.
-pub const DEMO_PASSWORD: &str = "demo-password";
+/// A new random password for the demo staff: 20 letters and digits (about 119 bits).
+fn random_password() -> String {
+    use rand::distr::{Alphanumeric, SampleString};
+    Alphanumeric.sample_string(&mut rand::rng(), 20)
+}
 
 const FIRST_NAMES: &[&str] = &[
     "Olivia", "Liam", "Emma", "Noah", "Amelia", "Oliver", "Ava", "Elijah", "Sophia", "Lucas",
@@ -245,9 +265,17 @@ const LABELS: &[(&str, &str)] = &[
 ];
 
 /// `demo [--patients N]`: fills a practice with realistic demo data: labels, staff and
-/// patients (deterministic, so that two runs make the same people with new ids).
+/// patients (deterministic, but for ids and the staff's password). Refused for a practice
+/// that has patients: demo data is for a practice that is empty, never mixed with a clinic's.
 pub async fn demo(store: &Store, practice_id: &str, patients: usize) -> AdminResult<DemoSummary> {
     let practice = as_operator(store, practice_id, "demo");
+    if practice.has_patients().await? {
+        return Err(invalid(
+            "the practice already has patients: demo data goes into an empty practice (make \
+             one with `practice create` and pass --practice)",
+        ));
+    }
+    let password = random_password();
     let mut label_ids = Vec::new();
     for (title, color) in LABELS {
         // A title taken by an earlier demo run is skipped.
@@ -278,13 +306,13 @@ pub async fn demo(store: &Store, practice_id: &str, patients: usize) -> AdminRes
                 last_name: last,
                 role,
                 is_doctor: doctor,
-                password: DEMO_PASSWORD,
+                password: &password,
             },
         )
         .await;
         match made {
             Ok(user) => staff.push((user.email, role.to_string())),
-            Err(AdminError::Invalid(_)) => {} // already made by an earlier demo run
+            Err(AdminError::Invalid(_)) => {} // the email is taken: another practice's demo
             Err(e) => return Err(e),
         }
     }
@@ -340,6 +368,7 @@ pub async fn demo(store: &Store, practice_id: &str, patients: usize) -> AdminRes
         labels: label_ids.len(),
         bookings,
         staff,
+        password,
     })
 }
 

@@ -1,8 +1,11 @@
 //! One configuration, from command-line flags and `PRACTICE_*` environment variables.
 
+use std::net::IpAddr;
+use std::str::FromStr;
 use std::time::Duration;
 
 use clap::{Args, FromArgMatches};
+use ipnet::IpNet;
 
 use crate::graphql::pipeline::Limits;
 use crate::store::PoolSettings;
@@ -110,9 +113,67 @@ pub struct ServeConfig {
     )]
     pub max_client_connections: usize,
 
+    /// Longest a response may wait for the client to take any of its bytes before the
+    /// connection is closed (e.g. 10s).
+    #[arg(
+        long,
+        env = "PRACTICE_WRITE_TIMEOUT",
+        default_value = "10s",
+        value_parser = parse_duration
+    )]
+    pub write_timeout: Duration,
+
+    /// Longest a client connection lives; then it is closed between requests (e.g. 10m).
+    #[arg(
+        long,
+        env = "PRACTICE_MAX_CONNECTION_AGE",
+        default_value = "10m",
+        value_parser = parse_duration
+    )]
+    pub max_connection_age: Duration,
+
+    /// Most client connections open at once from one address (an IPv6 /64 counts as one;
+    /// trusted proxies are not capped).
+    #[arg(
+        long,
+        env = "PRACTICE_MAX_CONNECTIONS_PER_ADDRESS",
+        default_value_t = 100
+    )]
+    pub max_connections_per_address: usize,
+
+    /// Addresses or CIDR ranges of the proxies in front of the server, comma-separated: only
+    /// their X-Forwarded-For and Forwarded headers are believed.
+    #[arg(
+        long,
+        env = "PRACTICE_TRUSTED_PROXIES",
+        default_value = "",
+        value_parser = parse_proxies
+    )]
+    pub trusted_proxies: TrustedProxies,
+
+    /// Origins whose browsers may call the API (CORS), comma-separated, such as
+    /// https://clinic.example; none by default.
+    #[arg(
+        long,
+        env = "PRACTICE_CORS_ORIGINS",
+        default_value = "",
+        value_parser = parse_origins
+    )]
+    pub cors_origins: Origins,
+
+    /// Where to serve /metrics (Prometheus text format), e.g. 127.0.0.1:9090; not served
+    /// unless set. It needs no token: keep it off the public network.
+    #[arg(long, env = "PRACTICE_METRICS_LISTEN")]
+    pub metrics_listen: Option<String>,
+
     /// Requests a minute each token may make (requests without a token: each client address).
     #[arg(long, env = "PRACTICE_RATE_LIMIT", default_value_t = 240)]
     pub rate_limit: u32,
+
+    /// Requests a minute each client address may make, whatever its tokens, counted before
+    /// any token is looked at.
+    #[arg(long, env = "PRACTICE_ADDRESS_RATE_LIMIT", default_value_t = 1200)]
+    pub address_rate_limit: u32,
 
     /// Deepest nesting of selections a query may have.
     #[arg(long, env = "PRACTICE_MAX_DEPTH", default_value_t = Limits::default().max_depth)]
@@ -174,6 +235,56 @@ fn defaults<T: Args + FromArgMatches>(name: &'static str) -> T {
         .unwrap_or_else(|e| panic!("the defaults of `{name}` do not parse: {e}"))
 }
 
+/// The proxies whose forwarding headers are believed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TrustedProxies(pub Vec<IpNet>);
+
+/// Parses addresses or CIDR ranges, comma-separated (`10.0.0.0/8, 192.0.2.1`).
+pub fn parse_proxies(list: &str) -> Result<TrustedProxies, String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(|item| {
+            IpNet::from_str(item)
+                .or_else(|_| IpAddr::from_str(item).map(IpNet::from))
+                .map_err(|_| {
+                    format!("{item:?} is not an address or a CIDR range such as 10.0.0.0/8")
+                })
+        })
+        .collect::<Result<_, _>>()
+        .map(TrustedProxies)
+}
+
+/// Origins a browser's CORS request may come from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Origins(pub Vec<String>);
+
+/// Parses origins, comma-separated: `scheme://host[:port]`, with no path.
+pub fn parse_origins(list: &str) -> Result<Origins, String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(|item| {
+            let origin = item.trim_end_matches('/');
+            let host = origin
+                .strip_prefix("https://")
+                .or_else(|| origin.strip_prefix("http://"));
+            let valid = host.is_some_and(|host| {
+                !host.is_empty() && !host.contains(['/', '?', '#', '@', ' ']) && host.is_ascii()
+            });
+            if valid {
+                Ok(origin.to_ascii_lowercase())
+            } else {
+                Err(format!(
+                    "{item:?} is not an origin such as https://clinic.example or \
+                     http://localhost:3000"
+                ))
+            }
+        })
+        .collect::<Result<_, _>>()
+        .map(Origins)
+}
+
 /// Parses a duration such as `12h`, `15m`, `30s`, `500ms`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let duration = humantime::parse_duration(text.trim())
@@ -199,6 +310,28 @@ mod tests {
         let pool = PoolSettings::default();
         assert_eq!(pool.max_connections, 8);
         assert_eq!(pool.acquire_timeout, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn parses_origins() {
+        assert_eq!(
+            parse_origins("https://Clinic.example, http://localhost:3000/").expect("parses"),
+            Origins(vec![
+                "https://clinic.example".into(),
+                "http://localhost:3000".into()
+            ])
+        );
+        for bad in ["clinic.example", "https://", "https://a/b", "ftp://a"] {
+            assert!(parse_origins(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn parses_trusted_proxies() {
+        let proxies = parse_proxies("10.0.0.0/8, 192.0.2.1,").expect("parses");
+        assert_eq!(proxies.0.len(), 2);
+        assert!(parse_proxies("10.0.0.0/33").is_err());
+        assert_eq!(parse_proxies("").expect("none"), TrustedProxies::default());
     }
 
     #[test]

@@ -43,6 +43,13 @@ enum Command {
         #[arg(long)]
         practice: Option<String>,
     },
+    /// Writes a consistent copy of a live SQLite database to a new file (on PostgreSQL, use
+    /// pg_dump).
+    Backup {
+        /// The file to write; it must not exist.
+        #[arg(long)]
+        to: std::path::PathBuf,
+    },
     /// Prints the GraphQL schema in SDL.
     Schema,
     /// Applies pending database migrations and exits.
@@ -141,13 +148,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            EnvFilter::try_from_env("PRACTICE_LOG")
-                .unwrap_or_else(|_| EnvFilter::new("info,sqlx::postgres::notice=warn")),
-        )
-        .init();
+    if let Err(message) = init_logging() {
+        eprintln!("error: {message}");
+        return ExitCode::from(2);
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -187,6 +191,18 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
             Ok(())
         }
         Command::Serve(config) => serve(store.clone(), config).await,
+        Command::Backup { to } => {
+            if to.exists() {
+                return Err(format!("{} exists: back up to a new file", to.display()));
+            }
+            let path = to
+                .to_str()
+                .ok_or_else(|| format!("{} is not a UTF-8 path", to.display()))?;
+            store.backup_to(path).await.map_err(|e| e.to_string())?;
+            let bytes = std::fs::metadata(&to).map(|m| m.len()).unwrap_or(0);
+            eprintln!("backed up to {} ({bytes} bytes)", to.display());
+            Ok(())
+        }
         Command::Practice(PracticeCommand::Create { name }) => {
             let practice = admin::create_practice(store, &name).await.map_err(fail)?;
             eprintln!("created practice {:?}", practice.name);
@@ -300,18 +316,42 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
                 .await
                 .map_err(fail)?;
             eprintln!(
-                "made {} patients, {} labels and {} bookings; staff (password {:?}):",
-                summary.patients,
-                summary.labels,
-                summary.bookings,
-                admin::DEMO_PASSWORD
+                "made {} patients, {} labels and {} bookings; staff, whose password is on the \
+                 last line below (shown this once):",
+                summary.patients, summary.labels, summary.bookings
             );
             for (email, role) in summary.staff {
                 eprintln!("  {email} ({role})");
             }
+            println!("{}", summary.password);
             Ok(())
         }
     }
+}
+
+/// Logs go to stderr, filtered by PRACTICE_LOG, as text or (PRACTICE_LOG_FORMAT=json) one JSON
+/// object a line. A request's lines carry its request id (the span's field); no line holds a
+/// token, a password or a patient's data.
+fn init_logging() -> Result<(), String> {
+    let filter = EnvFilter::try_from_env("PRACTICE_LOG")
+        .unwrap_or_else(|_| EnvFilter::new("info,sqlx::postgres::notice=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter);
+    match std::env::var("PRACTICE_LOG_FORMAT").as_deref() {
+        Err(_) | Ok("text") | Ok("") => builder.init(),
+        Ok("json") => builder
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .init(),
+        Ok(other) => {
+            return Err(format!(
+                "PRACTICE_LOG_FORMAT is text or json, not {other:?}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn print_schema() -> Result<(), String> {
@@ -343,7 +383,9 @@ async fn serve(store: store::Store, config: ServeConfig) -> Result<(), String> {
     let address = listener
         .local_addr()
         .map_err(|e| format!("cannot read the listening address: {e}"))?;
-    eprintln!("practice-api listening on http://{address}/graphql");
+    // One write, so that a script reading the log never sees half an address.
+    let line = format!("practice-api listening on http://{address}/graphql");
+    eprintln!("{line}");
     let state = AppState::new(store, &config);
     http::serve(listener, state, shutdown_signal())
         .await

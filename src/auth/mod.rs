@@ -11,11 +11,12 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use crate::domain::{Denied, Refusal};
 use crate::store::audit::{Actor, ActorKind, Author, Event};
 use crate::store::tokens::{NewToken, Token, TokenKind};
 use crate::store::users::User;
 use crate::store::{PracticeStore, Store, StoreError, now_ms};
-pub use operations::{Guard, OPERATIONS, guard_of, parse_permissions};
+pub use operations::{Guard, Missing, OPERATIONS, guard_of, may_call, parse_permissions};
 pub use permissions::{Access, OperationKind, Permission, Permissions, Resource, Role};
 
 /// How often a token's `last_used_at` is written at most: once a minute is precise enough to
@@ -148,20 +149,58 @@ pub struct SignedIn {
     pub user: User,
 }
 
+/// Longest email a sign-in looks up: the longest an address can be (RFC 5321).
+pub const MAX_EMAIL_CHARS: usize = 254;
+
 /// Why a sign-in failed.
 #[derive(Debug, Error)]
 pub enum SignInError {
     /// Deliberately the same for an unknown email and a wrong password.
     #[error("The email or password is incorrect")]
     Incorrect,
+    /// Too many failures for this email or from this address: try again after the wait.
+    #[error("Too many failed sign-ins: try again in {} s", seconds(.0))]
+    Throttled(Duration),
+    /// The email cannot be one: it is refused before anything is looked up or counted.
+    #[error("email must have at most {MAX_EMAIL_CHARS} characters")]
+    EmailTooLong,
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("sign-in failed: {0}")]
     Internal(String),
 }
 
-/// Checks a staff user's email and password and hands out a token valid for `ttl`.
+/// Whole seconds of a wait, rounded up.
+pub fn seconds(wait: &Duration) -> u64 {
+    wait.as_secs() + u64::from(wait.subsec_nanos() > 0)
+}
+
+/// Checks a staff user's email and password, from a client at `address`, and hands out a
+/// token valid for `ttl`. The attempt is throttled (see [`throttle`]): counted before the
+/// password is checked, refused while its email or address waits.
 pub async fn sign_in(
+    store: &Store,
+    email: &str,
+    password: &str,
+    address: Option<std::net::IpAddr>,
+    ttl: Duration,
+) -> Result<SignedIn, SignInError> {
+    if email.chars().count() > MAX_EMAIL_CHARS {
+        return Err(SignInError::EmailTooLong);
+    }
+    let attempt = throttle::admit(store, email, address, now_ms())
+        .await?
+        .map_err(SignInError::Throttled)?;
+    let signed_in = check_password(store, email, password, ttl).await?;
+    if let Err(error) = throttle::succeeded(store, &attempt).await {
+        // The sign-in stands; its count is forgotten within the hour anyway.
+        tracing::warn!(%error, "could not clear a successful sign-in's count");
+    }
+    Ok(signed_in)
+}
+
+/// The password check of [`sign_in`], after the throttle let the attempt through.
+async fn check_password(
     store: &Store,
     email: &str,
     password: &str,
@@ -200,6 +239,7 @@ pub async fn sign_in(
                 let author = Author {
                     actor: &actor,
                     operation: Some("signIn"),
+                    key: None,
                 };
                 let recorded = store
                     .practice(&c.practice_id)
@@ -222,6 +262,7 @@ pub async fn sign_in(
         .by(Author {
             actor: &actor,
             operation: Some("signIn"),
+            key: None,
         })
         .create_token(NewToken {
             kind: TokenKind::User,
@@ -231,7 +272,8 @@ pub async fn sign_in(
             user_id: Some(&credentials.user.id),
             expires_at: Some(expires_at),
         })
-        .await?;
+        .await?
+        .map_err(|denied| SignInError::Internal(format!("{denied:?}")))?;
     Ok(SignedIn {
         secret: made.secret,
         expires_at,
@@ -251,6 +293,19 @@ fn user_actor(user: &User) -> Actor {
 /// Longest name of an API token.
 pub const MAX_TOKEN_NAME_CHARS: usize = 100;
 
+/// Why an API token was not made.
+#[derive(Debug, Error)]
+pub enum IssueError {
+    /// The request is wrong (a blank name, an expiry in the past): the caller's to fix.
+    #[error("{0}")]
+    Invalid(String),
+    /// The practice refused it.
+    #[error("{0:?}")]
+    Refused(Refusal),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
 /// Makes an API token in `practice`, as its author, and returns it with its secret, which is
 /// shown this once. `name` must be 1 to 100 characters; `expires_at` (milliseconds) must be in
 /// the future.
@@ -259,24 +314,25 @@ pub async fn issue_api_token(
     name: &str,
     permissions: &Permissions,
     expires_at: Option<i64>,
-) -> Result<Result<(Token, String), String>, StoreError> {
+) -> Result<(Token, String), IssueError> {
     let name = name.trim();
     let chars = name.chars().count();
+    let invalid = |message: String| Err(IssueError::Invalid(message));
     if chars == 0 || chars > MAX_TOKEN_NAME_CHARS {
-        return Ok(Err(format!(
+        return invalid(format!(
             "a token name must have 1 to {MAX_TOKEN_NAME_CHARS} characters, got {chars}"
-        )));
-    }
-    if name.chars().any(char::is_control) {
-        return Ok(Err(
-            "a token name must not contain control characters (tabs, line breaks)".into(),
         ));
     }
+    if name.chars().any(char::is_control) {
+        return invalid(
+            "a token name must not contain control characters (tabs, line breaks)".into(),
+        );
+    }
     if permissions.iter().next().is_none() {
-        return Ok(Err("a token needs at least one permission".into()));
+        return invalid("a token needs at least one permission".into());
     }
     if expires_at.is_some_and(|at| at <= now_ms()) {
-        return Ok(Err("expiresAt must be in the future".into()));
+        return invalid("expiresAt must be in the future".into());
     }
     let made = secret::new_secret(practice.practice_id());
     let list: Vec<String> = permissions.iter().map(ToString::to_string).collect();
@@ -289,6 +345,10 @@ pub async fn issue_api_token(
             user_id: None,
             expires_at,
         })
-        .await?;
-    Ok(Ok((token, made.secret)))
+        .await?
+        .map_err(|denied| match denied {
+            Denied::Refused(refusal) => IssueError::Refused(refusal),
+            Denied::Invalid(invalid) => IssueError::Invalid(format!("{invalid:?}")),
+        })?;
+    Ok((token, made.secret))
 }

@@ -4,6 +4,7 @@
 //! (`query:patient`) are checked against it when a token is made.
 
 use super::permissions::{Access, OperationKind, Permission, Permissions, Resource};
+use crate::domain::limits::MAX_PERMISSIONS;
 
 /// What a root operation needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,8 +73,42 @@ pub fn guard_of(kind: OperationKind, name: &str) -> Option<Guard> {
         .map(|(_, _, guard)| *guard)
 }
 
+/// What a caller lacks to run an operation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Missing {
+    /// The operation has no guard: it is not one of the schema's.
+    Guard,
+    /// This permission (or the operation's own, `query:NAME`).
+    Permission(String),
+}
+
+/// Whether `permissions` let their holder run root field `name` of `kind`, as [`OPERATIONS`]
+/// says.
+pub fn may_call(permissions: &Permissions, kind: OperationKind, name: &str) -> Result<(), Missing> {
+    let guard = guard_of(kind, name).ok_or(Missing::Guard)?;
+    let (allowed, needed) = match guard {
+        Guard::Public | Guard::Token => (true, String::new()),
+        Guard::Settings => (permissions.allows_settings(), "settings".to_string()),
+        Guard::Resource(resource, access) => (
+            permissions.allows(resource, access),
+            format!("{}:{}", resource.as_str(), access.as_str()),
+        ),
+    };
+    if allowed || permissions.allows_operation(kind, name) {
+        Ok(())
+    } else {
+        Err(Missing::Permission(needed))
+    }
+}
+
 /// Parses permission strings and checks that every operation they name exists.
 pub fn parse_permissions(list: &[String]) -> Result<Permissions, String> {
+    if list.len() > MAX_PERMISSIONS {
+        return Err(format!(
+            "a token carries at most {MAX_PERMISSIONS} permissions, got {}",
+            list.len()
+        ));
+    }
     let permissions = Permissions::parse(list)?;
     for p in permissions.iter() {
         if let Permission::Operation(kind, name) = p

@@ -3,98 +3,80 @@
 //! failure (up to 15 minutes); a success clears the email's count. Unknown emails are counted
 //! like known ones, so the throttle tells nothing about which emails exist.
 //!
-//! Kept in each instance's memory, like the rate limits.
+//! The counts live in the database, so that every instance sharing it throttles together, and
+//! an attempt is counted before its password is checked, so that guesses sent at once cannot
+//! all pass the check before any of them has failed.
 
-use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::store::sign_ins::Subject;
+use crate::store::{Store, StoreResult};
 
 /// Failures for one email before the delay starts.
-pub const EMAIL_FREE_FAILURES: u32 = 5;
+pub const EMAIL_FREE_FAILURES: i64 = 5;
 /// Failures from one address before the delay starts.
-pub const ADDRESS_FREE_FAILURES: u32 = 20;
-/// The first delay; each further failure doubles it.
-const FIRST_DELAY: Duration = Duration::from_secs(1);
-/// The longest delay.
-const MAX_DELAY: Duration = Duration::from_secs(15 * 60);
+pub const ADDRESS_FREE_FAILURES: i64 = 20;
+/// The first delay, in milliseconds; each further failure doubles it.
+const FIRST_DELAY_MS: i64 = 1000;
+/// The longest delay, in milliseconds: 15 minutes.
+const MAX_DELAY_MS: i64 = 15 * 60 * 1000;
 /// A count is forgotten after this long without failures.
-const FORGET_AFTER: Duration = Duration::from_secs(60 * 60);
+pub const FORGET_AFTER: Duration = Duration::from_secs(60 * 60);
 
-#[derive(Clone, Copy, Debug)]
-struct Failures {
-    count: u32,
-    last: Instant,
+/// How long a subject waits after its `n`-th failure beyond the free ones (from 0).
+fn delay(n: i64) -> i64 {
+    FIRST_DELAY_MS
+        .saturating_mul(1 << n.clamp(0, 20))
+        .min(MAX_DELAY_MS)
 }
 
-impl Failures {
-    /// When the next attempt is allowed, given `free` failures before any delay.
-    fn allowed_at(&self, free: u32) -> Instant {
-        if self.count < free {
-            return self.last;
-        }
-        let doublings = (self.count - free).min(20);
-        let delay = FIRST_DELAY.saturating_mul(1 << doublings).min(MAX_DELAY);
-        self.last + delay
-    }
+/// A sign-in attempt, counted as a failure until it succeeds.
+#[derive(Clone, Debug)]
+pub struct Attempt {
+    email: String,
+    address: Option<String>,
 }
 
-/// The failure counts of one instance.
-#[derive(Default)]
-pub struct SignInThrottle {
-    emails: Mutex<HashMap<String, Failures>>,
-    addresses: Mutex<HashMap<IpAddr, Failures>>,
-}
-
-impl SignInThrottle {
-    /// How long the caller must wait before trying `email` from `address`; None if it may now.
-    pub fn wait(&self, email: &str, address: Option<IpAddr>, now: Instant) -> Option<Duration> {
-        let email = email.trim().to_lowercase();
-        let by_email = lock(&self.emails)
-            .get(&email)
-            .map(|f| f.allowed_at(EMAIL_FREE_FAILURES));
-        let by_address = address.and_then(|a| {
-            lock(&self.addresses)
-                .get(&a)
-                .map(|f| f.allowed_at(ADDRESS_FREE_FAILURES))
+/// Counts an attempt to sign in as `email` from `address` (as the limits group it), or says
+/// how long to wait before trying again.
+pub async fn admit(
+    store: &Store,
+    email: &str,
+    address: Option<IpAddr>,
+    now_ms: i64,
+) -> StoreResult<Result<Attempt, Duration>> {
+    let attempt = Attempt {
+        email: format!("email:{}", email.trim().to_lowercase()),
+        address: address.map(|a| format!("address:{a}")),
+    };
+    let mut subjects = vec![Subject {
+        key: &attempt.email,
+        free_failures: EMAIL_FREE_FAILURES,
+    }];
+    if let Some(address) = &attempt.address {
+        subjects.push(Subject {
+            key: address,
+            free_failures: ADDRESS_FREE_FAILURES,
         });
-        let allowed_at = by_email.into_iter().chain(by_address).max()?;
-        (allowed_at > now).then(|| allowed_at - now)
     }
-
-    /// Records a failed attempt.
-    pub fn failed(&self, email: &str, address: Option<IpAddr>, now: Instant) {
-        let bump = |f: &mut Failures| {
-            f.count = f.count.saturating_add(1);
-            f.last = now;
-        };
-        let fresh = Failures {
-            count: 0,
-            last: now,
-        };
-        let mut emails = lock(&self.emails);
-        emails.retain(|_, f| now.duration_since(f.last) < FORGET_AFTER);
-        bump(emails.entry(email.trim().to_lowercase()).or_insert(fresh));
-        drop(emails);
-        if let Some(address) = address {
-            let mut addresses = lock(&self.addresses);
-            addresses.retain(|_, f| now.duration_since(f.last) < FORGET_AFTER);
-            bump(addresses.entry(address).or_insert(fresh));
+    Ok(match store.count_sign_in(&subjects, now_ms, delay).await? {
+        Ok(()) => Ok(attempt),
+        Err(until) => {
+            let wait = u64::try_from(until.saturating_sub(now_ms)).unwrap_or(0);
+            Err(Duration::from_millis(wait.max(1)))
         }
-    }
-
-    /// Records a success: the email's failures are forgiven (the address's are not).
-    pub fn succeeded(&self, email: &str) {
-        lock(&self.emails).remove(&email.trim().to_lowercase());
-    }
+    })
 }
 
-/// A poisoned lock only means another request panicked mid-update of a counter: the counts
-/// are still usable.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+/// The attempt succeeded: the email's failures are forgiven, and the attempt is taken back
+/// from the address's count.
+pub async fn succeeded(store: &Store, attempt: &Attempt) -> StoreResult<()> {
+    let address = attempt.address.as_deref().map(|key| Subject {
+        key,
+        free_failures: ADDRESS_FREE_FAILURES,
+    });
+    store.sign_in_succeeded(&attempt.email, address).await
 }
 
 #[cfg(test)]
@@ -102,51 +84,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn delays_grow_after_the_free_failures_and_success_forgives() {
-        let throttle = SignInThrottle::default();
-        let t0 = Instant::now();
-        for _ in 0..EMAIL_FREE_FAILURES - 1 {
-            throttle.failed("Ada@x.org", None, t0);
-        }
-        assert_eq!(throttle.wait("ada@x.org", None, t0), None);
-        throttle.failed("ada@x.org", None, t0);
-        assert_eq!(
-            throttle.wait("ada@x.org", None, t0),
-            Some(Duration::from_secs(1))
-        );
-        throttle.failed("ada@x.org", None, t0);
-        throttle.failed("ada@x.org", None, t0);
-        assert_eq!(
-            throttle.wait("ada@x.org", None, t0),
-            Some(Duration::from_secs(4))
-        );
-        assert_eq!(throttle.wait("other@x.org", None, t0), None);
-        throttle.succeeded("ADA@x.org");
-        assert_eq!(throttle.wait("ada@x.org", None, t0), None);
-    }
-
-    #[test]
-    fn many_emails_from_one_address_are_throttled_too() {
-        let throttle = SignInThrottle::default();
-        let t0 = Instant::now();
-        let address: IpAddr = [10, 0, 0, 1].into();
-        for i in 0..ADDRESS_FREE_FAILURES {
-            throttle.failed(&format!("user{i}@x.org"), Some(address), t0);
-        }
-        assert!(throttle.wait("new@x.org", Some(address), t0).is_some());
-        assert_eq!(
-            throttle.wait("new@x.org", Some([10, 0, 0, 2].into()), t0),
-            None
-        );
-    }
-
-    #[test]
-    fn delays_stop_at_fifteen_minutes() {
-        let throttle = SignInThrottle::default();
-        let t0 = Instant::now();
-        for _ in 0..100 {
-            throttle.failed("a@x.org", None, t0);
-        }
-        assert_eq!(throttle.wait("a@x.org", None, t0), Some(MAX_DELAY));
+    fn delays_double_up_to_fifteen_minutes() {
+        assert_eq!(delay(0), 1000);
+        assert_eq!(delay(2), 4000);
+        assert_eq!(delay(9), 512_000);
+        assert_eq!(delay(10), MAX_DELAY_MS);
+        assert_eq!(delay(10_000), MAX_DELAY_MS);
     }
 }

@@ -4,6 +4,7 @@
 //! own vocabulary. Nothing here knows SQL, GraphQL or HTTP.
 
 mod bookings;
+pub mod limits;
 
 pub use bookings::{MAX_BOOKING_MS, check_booking_times};
 
@@ -58,6 +59,7 @@ pub enum Refusal {
     LabelNotOnPatient(String),
     /// The staff user named as doctor is not one.
     NotADoctor {
+        id: String,
         name: String,
     },
     /// The doctor is booked at that time; the booking in the way, if it could still be found.
@@ -66,6 +68,29 @@ pub enum Refusal {
     BookingAlreadyCancelled,
     /// A record of this kind already has this title, name or email, which must be unique.
     Taken(Record, String),
+    /// The change would pass one of the bounds of `limits`.
+    TooMany(Bound),
+}
+
+/// A bound of [`limits`] that a change would pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bound {
+    LabelsOnPatient,
+    Locations,
+    AppointmentTypes,
+    ApiTokens,
+}
+
+impl Bound {
+    /// The bound's value.
+    pub fn max(self) -> usize {
+        match self {
+            Bound::LabelsOnPatient => limits::MAX_LABELS_PER_PATIENT,
+            Bound::Locations => limits::MAX_LOCATIONS,
+            Bound::AppointmentTypes => limits::MAX_APPOINTMENT_TYPES,
+            Bound::ApiTokens => limits::MAX_API_TOKENS,
+        }
+    }
 }
 
 /// A change whose input breaks a rule of its own, whatever the state of the practice: the

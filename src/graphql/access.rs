@@ -4,9 +4,10 @@
 use async_graphql::{Context, Result};
 
 use super::error::{code, coded, forbidden};
-use crate::auth::{Access, Guard, OperationKind, Principal, Resource, guard_of};
+use crate::auth::{Access, Missing, OperationKind, Principal, Resource, may_call};
 use crate::store::PracticeStore;
 use crate::store::audit::Author;
+use crate::store::idempotency::Key;
 
 /// The caller of this request. The HTTP layer refuses requests without a valid token before
 /// they reach a resolver (signIn aside), so a missing principal here is a request that
@@ -20,38 +21,21 @@ pub fn principal<'c>(ctx: &Context<'c>) -> Result<&'c Principal> {
     })
 }
 
-/// Checks that the caller may run this root field, as [`OPERATIONS`] says.
+/// Checks that the caller may run this root field, as `auth::OPERATIONS` says.
 pub fn authorize<'c>(ctx: &Context<'c>, kind: OperationKind) -> Result<&'c Principal> {
     let name = ctx.field().name();
-    let guard = guard_of(kind, name).ok_or_else(|| {
-        super::error::internal(format!(
+    let principal = principal(ctx)?;
+    match may_call(&principal.permissions, kind, name) {
+        Ok(()) => Ok(principal),
+        Err(Missing::Guard) => Err(super::error::internal(format!(
             "{} {name} is missing from OPERATIONS",
             kind.as_str()
-        ))
-    })?;
-    let principal = principal(ctx)?;
-    let allowed = match guard {
-        Guard::Public | Guard::Token => true,
-        Guard::Settings => {
-            principal.permissions.allows_settings()
-                || principal.permissions.allows_operation(kind, name)
-        }
-        Guard::Resource(resource, access) => {
-            principal.permissions.allows(resource, access)
-                || principal.permissions.allows_operation(kind, name)
-        }
-    };
-    if allowed {
-        return Ok(principal);
+        ))),
+        Err(Missing::Permission(permission)) => Err(forbidden(
+            permission,
+            &[format!("{}:{name}", kind.as_str())],
+        )),
     }
-    let alternative = [format!("{}:{name}", kind.as_str())];
-    Err(match guard {
-        Guard::Resource(resource, access) => forbidden(
-            format_args!("{}:{}", resource.as_str(), access.as_str()),
-            &alternative,
-        ),
-        _ => forbidden("settings", &alternative),
-    })
 }
 
 /// Checks that the caller may run this mutation, and returns the store as the caller writes
@@ -69,6 +53,7 @@ pub fn writer<'c>(ctx: &Context<'c>, principal: &'c Principal) -> PracticeStore<
         .by(Author {
             actor: &principal.actor,
             operation: Some(ctx.item.node.name.node.as_str()),
+            key: ctx.data_opt::<Key>(),
         })
 }
 

@@ -170,7 +170,7 @@ impl BookingMutations {
                     .or_fail()?;
                 let Some(t) = types.get(type_id) else {
                     let missing = Refusal::NotFound(Record::AppointmentType, type_id.clone());
-                    return Ok(Some(ResponsePayload::refused(&missing)));
+                    return Ok(Some(ResponsePayload::refused(ctx, &missing)));
                 };
                 start.saturating_add(t.duration.saturating_mul(60_000))
             }
@@ -190,7 +190,7 @@ impl BookingMutations {
             comments: comments(booking_data.comments)?,
         };
         let change = practice.create_booking(fields).await.or_fail()?;
-        envelope(change, Booking)
+        envelope(ctx, change, Booking)
     }
 
     /// Changes a booking: move it, give it to another doctor, change its notes. Refused like
@@ -205,7 +205,7 @@ impl BookingMutations {
         let practice = authorize_write(ctx)?;
         let patch = booking_data.into_patch()?;
         let change = practice.update_booking(&id, patch).await.or_fail()?;
-        envelope(change, Booking)
+        envelope(ctx, change, Booking)
     }
 
     /// Cancels a booking: it is kept, with `deleted: true` and its cancellation reason, and
@@ -224,6 +224,6 @@ impl BookingMutations {
         let _ = (send_cancellation_messages, notify_practice);
         let reason = optional_text("cancellationReason", cancellation_reason, MAX_TEXT_CHARS)?;
         let change = practice.cancel_booking(&id, reason).await.or_fail()?;
-        envelope(change, Booking)
+        envelope(ctx, change, Booking)
     }
 }

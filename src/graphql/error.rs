@@ -16,8 +16,15 @@ pub mod code {
     pub const RATE_LIMITED: &str = "RATE_LIMITED";
     pub const IDEMPOTENCY_KEY_IN_USE: &str = "IDEMPOTENCY_KEY_IN_USE";
     pub const IDEMPOTENCY_KEY_REUSED: &str = "IDEMPOTENCY_KEY_REUSED";
+    pub const IDEMPOTENCY_ANSWER_LOST: &str = "IDEMPOTENCY_ANSWER_LOST";
     pub const BAD_REQUEST: &str = "BAD_REQUEST";
     pub const SERVICE_UNAVAILABLE: &str = "SERVICE_UNAVAILABLE";
+    /// A mutation named a record the practice does not have (also in the payload's `error`).
+    pub const NOT_FOUND: &str = "NOT_FOUND";
+    /// The practice refused a change (also in the payload's `error`).
+    pub const REFUSED: &str = "REFUSED";
+    /// A persisted query's hash is not known: send the document with it.
+    pub const PERSISTED_QUERY_NOT_FOUND: &str = "PERSISTED_QUERY_NOT_FOUND";
     pub const INTERNAL_SERVER_ERROR: &str = "INTERNAL_SERVER_ERROR";
 }
 

@@ -71,7 +71,7 @@ impl LabelMutations {
             .create_label(&title, color.as_deref())
             .await
             .or_fail()?;
-        envelope(change, Label::from)
+        envelope(ctx, change, Label::from)
     }
 
     /// Changes a label's title or colour; the change shows on every patient with the label.
@@ -93,7 +93,7 @@ impl LabelMutations {
             .update_label(&id, title.as_deref(), color.as_deref())
             .await
             .or_fail()?;
-        envelope(change, Label::from)
+        envelope(ctx, change, Label::from)
     }
 
     /// Removes a label from the catalogue and from every patient that has it. Needs
@@ -105,6 +105,6 @@ impl LabelMutations {
     ) -> Result<Option<ResponsePayload<Label>>> {
         let practice = authorize_write(ctx)?;
         let change = practice.delete_label(&id).await.or_fail()?;
-        envelope(change, Label::from)
+        envelope(ctx, change, Label::from)
     }
 }

@@ -85,7 +85,7 @@ impl LocationMutations {
             country: line("country", a.country)?,
         };
         let made = practice.create_location(new).await.or_fail()?;
-        envelope(made, Location::from)
+        envelope(ctx, made, Location::from)
     }
 
     /// Adds an appointment type. Refused if another has the title. Needs `settings`.
@@ -113,6 +113,6 @@ impl LocationMutations {
             .create_appointment_type(&title, i64::from(duration), price)
             .await
             .or_fail()?;
-        envelope(made, Appointment::from)
+        envelope(ctx, made, Appointment::from)
     }
 }

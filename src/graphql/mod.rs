@@ -74,9 +74,6 @@ pub fn build_schema(store: Store, settings: ApiSettings) -> ApiSchema {
         // backstop.
         .limit_depth(settings.limits.max_depth)
         .data(settings)
-        .data(std::sync::Arc::new(
-            crate::auth::throttle::SignInThrottle::default(),
-        ))
         .finish()
 }
 

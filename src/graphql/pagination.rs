@@ -3,6 +3,7 @@
 use async_graphql::InputObject;
 
 use super::error::bad_input;
+use crate::domain::limits::MAX_PAGE_END;
 use crate::store::PageRequest;
 
 /// Page size when a request names none.
@@ -32,6 +33,13 @@ impl Pagination {
         if !(1..=MAX_PAGE_SIZE as i32).contains(&page_size) {
             return Err(bad_input(format!(
                 "pageSize must be between 1 and {MAX_PAGE_SIZE}, got {page_size}"
+            )));
+        }
+        let end = u64::from(page as u32) * u64::from(page_size as u32);
+        if end > MAX_PAGE_END {
+            return Err(bad_input(format!(
+                "page {page} of {page_size} would reach row {end}, beyond the {MAX_PAGE_END} a \
+                 list may be read to: narrow the list (a search, a date range) instead"
             )));
         }
         Ok(PageRequest {

@@ -12,6 +12,7 @@ use super::pagination::Pagination;
 use super::scalars::Date;
 use super::store;
 use crate::auth::OperationKind;
+use crate::domain::limits::{MAX_LABELS_PER_PATIENT, MAX_SEARCH_MATCHES};
 use crate::store::patients::{PatientFields, PatientFilter, PatientPatch};
 
 /// Longest search string.
@@ -119,15 +120,20 @@ fn dob(dob: Option<Date>) -> Result<Option<String>> {
     }
 }
 
-/// Label ids without repeats, in the order given.
-fn label_ids(ids: Vec<ID>) -> Vec<String> {
-    let mut out: Vec<String> = Vec::with_capacity(ids.len());
-    for id in ids {
-        if !out.contains(&id.0) {
-            out.push(id.0);
-        }
+/// Label ids without repeats, in the order given; at most as many as a patient may have.
+fn label_ids(ids: Vec<ID>) -> Result<Vec<String>> {
+    if ids.len() > MAX_LABELS_PER_PATIENT {
+        return Err(bad_input(format!(
+            "patientData.labels may name at most {MAX_LABELS_PER_PATIENT} labels, got {}",
+            ids.len()
+        )));
     }
-    out
+    let mut seen = std::collections::HashSet::with_capacity(ids.len());
+    Ok(ids
+        .into_iter()
+        .map(|id| id.0)
+        .filter(|id| seen.insert(id.clone()))
+        .collect())
 }
 
 impl CreatePatientDataInput {
@@ -148,7 +154,7 @@ impl CreatePatientDataInput {
             phone_number: line("phoneNumber")(self.phone_number)?,
             comments: notes(self.comments)?,
         };
-        Ok((fields, label_ids(self.labels.unwrap_or_default())))
+        Ok((fields, label_ids(self.labels.unwrap_or_default())?))
     }
 }
 
@@ -262,11 +268,17 @@ impl PatientQueries {
             created: options.created_at.map(|r| r.bounds()).transpose()?,
             updated: options.updated_at.map(|r| r.bounds()).transpose()?,
         };
-        let result = store(ctx)
+        let Ok(result) = store(ctx)
             .practice(&principal.practice_id)
             .list_patients(&filter, page)
             .await
-            .or_fail()?;
+            .or_fail()?
+        else {
+            return Err(bad_input(format!(
+                "The search matches more than {MAX_SEARCH_MATCHES} patients: type more of a \
+                 name, an email or a date of birth"
+            )));
+        };
         if ctx.look_ahead().field("data").field("labels").exists() {
             let ids = result.items.iter().map(|p| p.id.clone()).collect();
             loaders::prime::<loaders::PatientLabels>(ctx, ids).await?;
@@ -292,7 +304,7 @@ impl PatientMutations {
         let practice = authorize_write(ctx)?;
         let (fields, labels) = patient_data.into_fields()?;
         let change = practice.create_patient(fields, &labels).await.or_fail()?;
-        envelope(change, Patient)
+        envelope(ctx, change, Patient)
     }
 
     /// Changes a patient's data. Refused for a deleted patient. Needs `patients:write`.
@@ -304,13 +316,13 @@ impl PatientMutations {
         patient_data: UpdatePatientDataInput,
     ) -> Result<Option<ResponsePayload<Patient>>> {
         let practice = authorize_write(ctx)?;
-        let labels = patient_data.labels.clone().map(label_ids);
+        let labels = patient_data.labels.clone().map(label_ids).transpose()?;
         let patch = patient_data.into_patch()?;
         let change = practice
             .update_patient(&id, patch, labels.as_deref())
             .await
             .or_fail()?;
-        envelope(change, Patient)
+        envelope(ctx, change, Patient)
     }
 
     /// Deletes a patient: a soft delete that keeps the record, marked `deleted`, out of lists
@@ -321,7 +333,7 @@ impl PatientMutations {
         #[graphql(desc = "The patient's id.")] id: ID,
     ) -> Result<Option<ResponsePayload<Patient>>> {
         let change = authorize_write(ctx)?.delete_patient(&id).await.or_fail()?;
-        envelope(change, Patient)
+        envelope(ctx, change, Patient)
     }
 
     /// Archives a patient: kept, but left out of lists unless asked for. Needs
@@ -340,7 +352,7 @@ impl PatientMutations {
             .archive_patient(&id, reason, comments)
             .await
             .or_fail()?;
-        envelope(change, Patient)
+        envelope(ctx, change, Patient)
     }
 
     /// Brings an archived patient back. Needs `patients:write`.
@@ -353,7 +365,7 @@ impl PatientMutations {
             .unarchive_patient(&id)
             .await
             .or_fail()?;
-        envelope(change, Patient)
+        envelope(ctx, change, Patient)
     }
 
     /// Puts a label of the catalogue on a patient, and returns the patient with it in
@@ -369,7 +381,7 @@ impl PatientMutations {
             .add_patient_label(&patient_id, &label_reference_id)
             .await
             .or_fail()?;
-        envelope(change, Patient)
+        envelope(ctx, change, Patient)
     }
 
     /// Takes a label off a patient. Needs `patients:write`.
@@ -387,6 +399,6 @@ impl PatientMutations {
             .remove_patient_label(&patient_id, &label_id)
             .await
             .or_fail()?;
-        envelope(change, Patient)
+        envelope(ctx, change, Patient)
     }
 }

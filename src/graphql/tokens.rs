@@ -3,11 +3,11 @@
 use async_graphql::{Context, ID, Object, Result};
 
 use super::access::{authorize, authorize_write, writer};
-use super::error::{OrFail, bad_input};
-use super::objects::{ApiToken, ApiTokenPayload, items, sentence};
+use super::error::{OrFail, bad_input, store_failed};
+use super::objects::{ApiToken, ApiTokenPayload, items, refusal};
 use super::scalars::DateTime;
 use super::store;
-use crate::auth::{self, OperationKind, parse_permissions};
+use crate::auth::{self, IssueError, OperationKind, parse_permissions};
 use crate::domain::{Record, Refusal};
 use crate::store::tokens::TokenKind;
 
@@ -68,16 +68,20 @@ impl TokenMutations {
                 DateTime::from_ms(limit).0.to_rfc3339()
             )));
         }
-        let issued = auth::issue_api_token(writer(ctx, principal), &name, &permissions, expires_at)
-            .await
-            .or_fail()?;
+        let issued =
+            auth::issue_api_token(writer(ctx, principal), &name, &permissions, expires_at).await;
         match issued {
             Ok((token, secret)) => Ok(Some(ApiTokenPayload {
                 data: Some(ApiToken(token)),
                 token: Some(secret),
                 error: None,
             })),
-            Err(reason) => Err(bad_input(reason)),
+            Err(IssueError::Refused(refused)) => Ok(Some(ApiTokenPayload {
+                error: Some(refusal(ctx, &refused)),
+                ..Default::default()
+            })),
+            Err(IssueError::Invalid(reason)) => Err(bad_input(reason)),
+            Err(IssueError::Store(error)) => Err(store_failed(error)),
         }
     }
 
@@ -98,10 +102,10 @@ impl TokenMutations {
                 ..Default::default()
             },
             None => ApiTokenPayload {
-                error: Some(sentence(&Refusal::NotFound(
-                    Record::ApiToken,
-                    id.to_string(),
-                ))),
+                error: Some(refusal(
+                    ctx,
+                    &Refusal::NotFound(Record::ApiToken, id.to_string()),
+                )),
                 ..Default::default()
             },
         }))

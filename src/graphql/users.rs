@@ -1,18 +1,14 @@
 //! Staff users, sign-in and the caller's own identity: the `user`, `users`, `currentUser` and
 //! `currentPractice` queries, `signIn` and `signOut`.
 
-use std::sync::Arc;
-use std::time::Instant;
-
 use async_graphql::{Context, ErrorExtensions, ID, Object, Result};
 
 use super::access::{authorize, writer};
 use super::error::{OrFail, bad_input, code, coded, internal, store_failed};
-use super::objects::{PageInfo, Practice, SignInPayload, User, UserData, items};
+use super::objects::{PageInfo, Practice, SignInPayload, User, UserData, items, unselected};
 use super::pagination::Pagination;
 use super::scalars::DateTime;
 use super::{ApiSettings, ClientAddress, store};
-use crate::auth::throttle::SignInThrottle;
 use crate::auth::{self, OperationKind, SignInError};
 use crate::store::tokens::TokenKind;
 
@@ -99,33 +95,29 @@ impl SessionMutations {
         #[graphql(desc = "The staff user's password.")] password: String,
     ) -> Result<Option<SignInPayload>> {
         let ttl = ctx.data_unchecked::<ApiSettings>().user_token_ttl;
-        let throttle = ctx.data_unchecked::<Arc<SignInThrottle>>();
         let address = ctx.data_opt::<ClientAddress>().and_then(|a| a.0);
-        if let Some(wait) = throttle.wait(&email, address, Instant::now()) {
-            let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-            return Err(coded(
-                code::RATE_LIMITED,
-                format!("Too many failed sign-ins: try again in {seconds} s"),
-            )
-            .extend_with(|_, ext| ext.set("retryAfter", seconds)));
-        }
-        let outcome = auth::sign_in(store(ctx), &email, &password, ttl).await;
-        match &outcome {
-            Ok(_) => throttle.succeeded(&email),
-            Err(SignInError::Incorrect) => throttle.failed(&email, address, Instant::now()),
-            Err(_) => {}
-        }
-        match outcome {
+        match auth::sign_in(store(ctx), &email, &password, address, ttl).await {
             Ok(signed_in) => Ok(Some(SignInPayload {
                 token: Some(signed_in.secret),
                 expires_at: Some(DateTime::from_ms(signed_in.expires_at)),
                 user: Some(User(signed_in.user)),
                 error: None,
             })),
-            Err(SignInError::Incorrect) => Ok(Some(SignInPayload {
-                error: Some(SignInError::Incorrect.to_string()),
-                ..Default::default()
-            })),
+            Err(SignInError::Incorrect) => {
+                let error = SignInError::Incorrect.to_string();
+                unselected(ctx, code::UNAUTHENTICATED, &error);
+                Ok(Some(SignInPayload {
+                    error: Some(error),
+                    ..Default::default()
+                }))
+            }
+            Err(e @ SignInError::Throttled(wait)) => {
+                metrics::counter!("practice_sign_in_throttled_total").increment(1);
+                let seconds = auth::seconds(&wait);
+                Err(coded(code::RATE_LIMITED, e.to_string())
+                    .extend_with(|_, ext| ext.set("retryAfter", seconds)))
+            }
+            Err(e @ SignInError::EmailTooLong) => Err(bad_input(e.to_string())),
             Err(SignInError::Store(e)) => Err(store_failed(e)),
             Err(e @ SignInError::Internal(_)) => Err(internal(e)),
         }

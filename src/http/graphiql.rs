@@ -8,6 +8,13 @@ use axum::extract::Path;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 
+/// What the page may load and run: only what this server serves, and no script but its files;
+/// GraphiQL sets styles of its own. No site may frame it.
+const PAGE_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self' \
+                           'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; \
+                           connect-src 'self'; object-src 'none'; base-uri 'none'; \
+                           frame-ancestors 'none'";
+
 /// True when the client is a browser asking for a page.
 pub fn wants_html(headers: &HeaderMap) -> bool {
     headers
@@ -19,8 +26,22 @@ pub fn wants_html(headers: &HeaderMap) -> bool {
 /// The GraphiQL page. The `x-token` header goes in GraphiQL's "Headers" tab; the schema's
 /// descriptions show in its documentation explorer once a token is set (the page fetches the
 /// schema again, with the new headers, when they change).
-pub fn page() -> Html<&'static str> {
-    Html(include_str!("graphiql.html"))
+pub fn page() -> Response {
+    (
+        [
+            (
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static(PAGE_POLICY),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+            (
+                header::REFERRER_POLICY,
+                HeaderValue::from_static("no-referrer"),
+            ),
+        ],
+        Html(include_str!("graphiql.html")),
+    )
+        .into_response()
 }
 
 const JS: &str = "text/javascript; charset=utf-8";
@@ -48,6 +69,7 @@ const ASSETS: &[(&str, &str, &[u8])] = &[
         CSS,
         include_bytes!("../../assets/graphiql/graphiql.min.css"),
     ),
+    ("page.js", JS, include_bytes!("graphiql.js")),
 ];
 
 /// `GET /graphiql/{file}`: one of the vendored files, cached by the browser for a day; any

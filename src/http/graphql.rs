@@ -12,20 +12,23 @@
 //! idempotency key around execution → reply (`reply.rs`), all within the request time limit.
 
 use std::net::{IpAddr, SocketAddr};
+use std::time::Instant;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde_json::Value;
 
 use super::idempotency::{self, Outcome};
+use super::prometheus;
 use super::reply::{MediaType, Reply};
 use super::{AppState, RequestId};
-use crate::auth::OperationKind;
+use crate::auth::{OperationKind, Principal};
 use crate::graphql::error::code;
 use crate::graphql::pipeline::{Caller, Params, Prepared, RateStatus, Rejection, Stop};
+use crate::store::audit::Read;
 
 /// `GET` and `POST /graphql`.
 pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
@@ -34,7 +37,7 @@ pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
         && parts.uri.query().is_none_or(str::is_empty)
         && super::graphiql::wants_html(&parts.headers)
     {
-        return super::graphiql::page().into_response();
+        return super::graphiql::page();
     }
     let Some(media) = MediaType::negotiate(&parts.headers) else {
         let rejection = Rejection::new(
@@ -46,32 +49,58 @@ pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
     };
     // The time limit covers everything, a slow client's trickling body included. Stopping
     // drops the stage in progress, which rolls back the transaction it was in.
+    let started = Instant::now();
     let limit = app.request_timeout;
-    let mut rate = None;
-    let reply =
-        match tokio::time::timeout(limit, answer(&app, media, &parts, body, &mut rate)).await {
-            Ok(Ok(reply)) => reply,
-            Ok(Err(rejection)) => Reply::rejected(media, &rejection),
-            Err(_) => {
-                tracing::warn!(?limit, "request stopped: it took too long");
-                Reply::rejected(media, &Rejection::timed_out(limit))
-            }
-        };
-    reply.into_response(rate)
+    let mut seen = Seen::default();
+    let answered = tokio::time::timeout(limit, answer(&app, media, &parts, body, &mut seen)).await;
+    let (reply, outcome) = match answered {
+        Ok(Ok(reply)) => {
+            let outcome = if reply.body.get("errors").is_some() {
+                "errors"
+            } else {
+                "ok"
+            };
+            (reply, outcome)
+        }
+        Ok(Err(rejection)) => (Reply::rejected(media, &rejection), rejection.code),
+        Err(_) => {
+            tracing::warn!(?limit, "request stopped: it took too long");
+            let rejection = Rejection::timed_out(limit);
+            (Reply::rejected(media, &rejection), rejection.code)
+        }
+    };
+    let operation = seen.operation.unwrap_or("none");
+    metrics::counter!(prometheus::REQUESTS, "operation" => operation, "outcome" => outcome)
+        .increment(1);
+    metrics::histogram!(prometheus::DURATION, "operation" => operation)
+        .record(started.elapsed().as_secs_f64());
+    reply.into_response(seen.rate)
 }
 
-/// The request's stages, in order; `rate` is where the caller stands once it was counted.
+/// What the stages learnt of a request, for its answer's headers and its metrics.
+#[derive(Default)]
+struct Seen {
+    /// Where the caller stands with its rate limit, once it was counted.
+    rate: Option<RateStatus>,
+    /// The operation's root field ("multiple" for several), once the document was read.
+    operation: Option<&'static str>,
+}
+
+/// The request's stages, in order.
 async fn answer(
     app: &AppState,
     media: MediaType,
     parts: &Parts,
     body: Body,
-    rate: &mut Option<RateStatus>,
+    seen: &mut Seen,
 ) -> Result<Reply, Rejection> {
-    let params = read_params(app, parts, body).await?;
+    let address = client_address(app, parts);
+    seen.rate = Some(app.pipeline.limit_address(address)?);
+    let params = app.pipeline.resolve(read_params(app, parts, body).await?)?;
     let key = idempotency::key_of(&parts.headers).map_err(Rejection::malformed)?;
     let request_hash = key.as_ref().map(|_| idempotency::request_hash(&params));
     let prepared = app.pipeline.prepare(params)?;
+    seen.operation = Some(prepared.operation.metric_name());
     if parts.method == Method::GET && prepared.kind() != OperationKind::Query {
         return Err(Rejection::new(
             Stop::WrongMethod,
@@ -83,12 +112,12 @@ async fn answer(
         .pipeline
         .authenticate(&prepared, token(&parts.headers))
         .await?;
-    let address = client_address(parts);
-    *rate = Some(app.pipeline.limit(principal.as_ref(), address)?);
+    seen.rate = Some(app.pipeline.limit(principal.as_ref(), address)?);
     let caller = Caller {
         principal,
         address,
         request_id: parts.extensions.get::<RequestId>().map(|id| id.0.clone()),
+        key: None,
     };
     match (key, request_hash, &caller.principal) {
         (Some(key), Some(hash), Some(principal)) if prepared.kind() == OperationKind::Mutation => {
@@ -110,36 +139,76 @@ async fn run(
     Ok(Reply::executed(media, executed))
 }
 
-/// Executes a mutation sent with an Idempotency-Key once: a retry gets the first response.
+/// Executes a mutation sent with an Idempotency-Key once: a retry gets the first response,
+/// its reads of patient data recorded again and the caller's permissions checked again.
 async fn run_once(
     app: &AppState,
     media: MediaType,
     prepared: Prepared,
     caller: Caller,
-    principal: &crate::auth::Principal,
+    principal: &Principal,
     key: String,
     hash: String,
 ) -> Result<Reply, Rejection> {
     let store = app.pipeline.store();
-    let held =
-        match idempotency::claim(store, principal, key, hash, app.request_timeout * 2).await? {
-            Outcome::Replay(stored) => return Ok(replay(stored)),
-            Outcome::Run(held) => held,
-        };
-    let reply = match run(app, media, prepared, caller).await {
-        Ok(reply) => reply,
-        Err(rejection) => Reply::rejected(media, &rejection),
+    let claimed = idempotency::claim(store, principal, key, hash, app.request_timeout * 2).await?;
+    let held = match claimed {
+        Outcome::Run(held) => held,
+        Outcome::Replay(stored) => {
+            let reads = stored
+                .reads
+                .as_deref()
+                .map(Read::from_json)
+                .unwrap_or_default();
+            app.pipeline
+                .deliver_again(&prepared, principal, reads)
+                .await?;
+            return Ok(replay(stored));
+        }
     };
-    let content_type = reply.media.content_type();
-    idempotency::finish(
-        store,
-        held,
-        reply.status.as_u16(),
-        content_type,
-        &reply.body,
-    )
-    .await;
-    Ok(reply)
+    let caller = Caller {
+        key: Some(held.key.clone()),
+        ..caller
+    };
+    // The mutation runs to its end in a task of its own: neither the time limit nor a client
+    // that goes away stops it half-way, and its outcome is kept for the retry either way.
+    let app = app.clone();
+    let task = tokio::spawn(async move {
+        let store = app.pipeline.store();
+        let ran = match app.pipeline.run(prepared, caller).await {
+            Ok(ran) if ran.executed.ran => ran,
+            Ok(refused) => {
+                // Validation refused it: it did not run, and a retry may.
+                idempotency::release(store, &held).await;
+                return Ok(Reply::executed(media, refused.executed));
+            }
+            Err(rejection) => {
+                idempotency::release(store, &held).await;
+                return Err(rejection);
+            }
+        };
+        let first = Reply::executed(media, ran.executed.clone());
+        let content_type = media.content_type();
+        idempotency::finish(
+            store,
+            &held,
+            first.status.as_u16(),
+            content_type,
+            &first.body,
+            ran.reads(),
+        )
+        .await;
+        let executed = app.pipeline.deliver(ran).await?;
+        Ok(Reply::executed(media, executed))
+    });
+    task.await.unwrap_or_else(|failed| {
+        tracing::error!(error = %failed, "an idempotent mutation's task failed");
+        Err(Rejection::new(
+            Stop::Unavailable,
+            code::INTERNAL_SERVER_ERROR,
+            "Internal server error",
+        ))
+    })
 }
 
 /// The first response to a key, sent again.
@@ -229,12 +298,13 @@ fn token(headers: &HeaderMap) -> Option<&str> {
     headers.get("x-token").and_then(|v| v.to_str().ok())
 }
 
-/// The address the request came from.
-fn client_address(parts: &Parts) -> Option<IpAddr> {
+/// The client's address: the peer's, or the one a trusted proxy forwards for (grouped as
+/// every limit counts it).
+fn client_address(app: &AppState, parts: &Parts) -> Option<IpAddr> {
     parts
         .extensions
         .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(addr)| addr.ip())
+        .map(|ConnectInfo(peer)| app.addresses.client(peer.ip(), &parts.headers))
 }
 
 #[cfg(test)]
@@ -251,7 +321,6 @@ mod tests {
         assert!(from_body(b"{").is_err());
         assert!(from_body(br#"{"query":1}"#).is_err());
         assert!(from_body(br#"{"query":"{a}","variables":"x"}"#).is_err());
-        assert!(from_body(br#"{"variables":{}}"#).is_err());
         let g = from_query_string("query=%7B+a+%7D&variables=%7B%22x%22%3A1%7D").expect("valid");
         assert_eq!(g.query, "{ a }");
         assert!(from_query_string("query=x&variables=%7B").is_err());

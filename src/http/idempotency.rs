@@ -12,7 +12,8 @@ use sha2::{Digest, Sha256};
 use crate::auth::{Principal, secret};
 use crate::graphql::error::code;
 use crate::graphql::pipeline::{Params, Rejection, Stop};
-use crate::store::idempotency::{Claim, Claimed, Reclaim, StoredResponse};
+use crate::store::audit::Read;
+use crate::store::idempotency::{Claimed, Key, Reclaim, StoredResponse};
 use crate::store::{Store, now_ms};
 
 /// The request header.
@@ -76,9 +77,8 @@ fn sort_keys(value: &mut Value) {
 /// A key this request holds: its response is kept when it is done.
 pub struct Held {
     practice_id: String,
-    token_id: String,
-    key: String,
-    request_hash: String,
+    /// The key, as the request's writes mark it.
+    pub key: Key,
 }
 
 /// What to do with a mutation that carries a key.
@@ -89,18 +89,9 @@ pub enum Outcome {
     Replay(StoredResponse),
 }
 
-impl Held {
-    fn claim(&self) -> Claim<'_> {
-        Claim {
-            token_id: &self.token_id,
-            key: &self.key,
-            request_hash: &self.request_hash,
-        }
-    }
-}
-
 /// Claims `key` for the caller's request. `abandon_after` is how long an unfinished claim is
-/// waited for before a retry may take it over: longer than any request may run.
+/// waited for before a retry may take it over (when it wrote nothing): longer than any request
+/// may run.
 pub async fn claim(
     store: &Store,
     principal: &Principal,
@@ -110,9 +101,11 @@ pub async fn claim(
 ) -> Result<Outcome, Rejection> {
     let held = Held {
         practice_id: principal.practice_id.clone(),
-        token_id: principal.token_id.clone(),
-        key,
-        request_hash,
+        key: Key {
+            token_id: principal.token_id.clone(),
+            key,
+            request_hash,
+        },
     };
     let now = now_ms();
     let reclaim = Reclaim {
@@ -121,7 +114,7 @@ pub async fn claim(
     };
     let claimed = store
         .practice(&held.practice_id)
-        .claim_idempotency_key(held.claim(), now, reclaim)
+        .claim_idempotency_key(&held.key, now, reclaim)
         .await
         .map_err(|error| {
             tracing::warn!(%error, "could not claim an idempotency key");
@@ -136,6 +129,13 @@ pub async fn claim(
             "A request with this Idempotency-Key is still being handled; retry in a moment to \
              get its response",
         )),
+        Claimed::Lost => Err(Rejection::new(
+            Stop::AnswerLost,
+            code::IDEMPOTENCY_ANSWER_LOST,
+            "The request with this Idempotency-Key made its changes, but its server stopped \
+             before its answer was kept; it will not run again: read the records to see what \
+             it did",
+        )),
         Claimed::OtherRequest => Err(Rejection::new(
             Stop::KeyReused,
             code::IDEMPOTENCY_KEY_REUSED,
@@ -145,30 +145,52 @@ pub async fn claim(
     }
 }
 
-/// Keeps the response of a request that held its key, for its retries; secrets in it (the
-/// token of createApiToken or signIn, shown once) are kept as null. A request that failed
-/// for a passing reason before it changed anything (every root field null, every error
-/// INTERNAL_SERVER_ERROR or SERVICE_UNAVAILABLE) lets its key go instead, so that a retry runs
-/// it again. If the response cannot be kept, a retry finds the claim unfinished and, once it
-/// is abandoned, runs again: said in the log.
-pub async fn finish(store: &Store, held: Held, status: u16, content_type: &str, body: &Value) {
+/// Keeps the response of a request that held its key and ran, for its retries, with the reads
+/// of patient data it carries; secrets in it (the token of createApiToken or signIn, shown
+/// once) are kept as null. A request that failed for a passing reason (every root field null,
+/// every error INTERNAL_SERVER_ERROR or SERVICE_UNAVAILABLE) and, as the database says, wrote
+/// nothing, lets its key go instead, so that a retry runs it again; once a request has written
+/// anything, its key is never let go, whatever the response says. If the response cannot be
+/// kept, a retry is told its answer was lost (or, when it wrote nothing, runs again): said in
+/// the log.
+pub async fn finish(
+    store: &Store,
+    held: &Held,
+    status: u16,
+    content_type: &str,
+    body: &Value,
+    reads: &[Read],
+) {
     let practice = store.practice(&held.practice_id);
-    let done = if failed_before_writing(body) {
-        practice.release_idempotency_key(held.claim()).await
-    } else {
-        let mut body = body.clone();
-        redact_secrets(&mut body);
-        let response = StoredResponse {
-            status: i64::from(status),
-            content_type: content_type.to_string(),
-            response: body.to_string(),
-        };
-        practice
-            .finish_idempotency_key(held.claim(), &response)
-            .await
+    if failed_before_writing(body) {
+        match practice.release_idempotency_key(&held.key).await {
+            Ok(true) => return,
+            Ok(false) => {}
+            Err(error) => tracing::warn!(%error, "could not let go of an idempotency key"),
+        }
+    }
+    let mut body = body.clone();
+    redact_secrets(&mut body);
+    let response = StoredResponse {
+        status: i64::from(status),
+        content_type: content_type.to_string(),
+        response: body.to_string(),
+        reads: Some(Read::to_json(reads)),
     };
-    if let Err(error) = done {
+    if let Err(error) = practice.finish_idempotency_key(&held.key, &response).await {
         tracing::error!(%error, "could not keep the response of an idempotent request");
+    }
+}
+
+/// Lets a key go whose request did not run (it was refused before it could), so that a retry
+/// runs it.
+pub async fn release(store: &Store, held: &Held) {
+    let released = store
+        .practice(&held.practice_id)
+        .release_idempotency_key(&held.key)
+        .await;
+    if let Err(error) = released {
+        tracing::warn!(%error, "could not let go of an idempotency key");
     }
 }
 
@@ -196,22 +218,6 @@ fn redact_secrets(value: &mut Value) {
         Value::Array(items) => items.iter_mut().for_each(redact_secrets),
         Value::Object(fields) => fields.values_mut().for_each(redact_secrets),
         _ => {}
-    }
-}
-
-/// How often expired keys are deleted.
-pub const SWEEP_EVERY: Duration = Duration::from_secs(3600);
-
-/// Deletes the keys older than [`KEEP_FOR`], in every practice. Expired keys are ignored even
-/// before they are swept; this keeps the table to a day's keys.
-pub async fn sweep(store: &Store) {
-    match store
-        .forget_idempotency_keys(now_ms() - millis(KEEP_FOR))
-        .await
-    {
-        Ok(0) => {}
-        Ok(swept) => tracing::info!(swept, "expired idempotency keys deleted"),
-        Err(error) => tracing::warn!(%error, "could not delete expired idempotency keys"),
     }
 }
 
@@ -276,17 +282,7 @@ mod tests {
     }
 
     #[test]
-    fn keeps_no_secret_and_lets_passing_failures_go() {
-        let secret = format!("pa_p1_{}", "ab".repeat(32));
-        let mut body = serde_json::json!({ "data": { "createApiToken": {
-            "token": secret, "data": { "name": "pa_not_a_secret" } } } });
-        redact_secrets(&mut body);
-        assert_eq!(body["data"]["createApiToken"]["token"], Value::Null);
-        assert_eq!(
-            body["data"]["createApiToken"]["data"]["name"],
-            "pa_not_a_secret"
-        );
-
+    fn tells_passing_failures() {
         let failed = |code: &str, data: Value| serde_json::json!({ "data": data, "errors": [{ "extensions": { "code": code } }] });
         let null = serde_json::json!({ "createPatient": null });
         assert!(failed_before_writing(&failed(
@@ -303,8 +299,18 @@ mod tests {
             "SERVICE_UNAVAILABLE",
             partly
         )));
-        assert!(!failed_before_writing(
-            &serde_json::json!({ "data": { "a": null } })
-        ));
+    }
+
+    #[test]
+    fn keeps_no_secret() {
+        let secret = format!("pa_p1_{}", "ab".repeat(32));
+        let mut body = serde_json::json!({ "data": { "createApiToken": {
+            "token": secret, "data": { "name": "pa_not_a_secret" } } } });
+        redact_secrets(&mut body);
+        assert_eq!(body["data"]["createApiToken"]["token"], Value::Null);
+        assert_eq!(
+            body["data"]["createApiToken"]["data"]["name"],
+            "pa_not_a_secret"
+        );
     }
 }

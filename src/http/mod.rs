@@ -1,9 +1,11 @@
 //! HTTP: the router, GraphQL over HTTP (around the request pipeline of `graphql::pipeline`),
 //! GraphiQL and health. Transport only: what a request means is the pipeline's to say.
 
+mod client;
 mod graphiql;
 mod graphql;
 mod idempotency;
+mod prometheus;
 mod reply;
 mod server;
 
@@ -12,17 +14,19 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::Request;
-use axum::http::HeaderValue;
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Json};
 use axum::routing::get;
 use serde_json::json;
 use tokio::net::TcpListener;
+use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::trace::TraceLayer;
 
+use self::client::ClientAddresses;
 use self::server::ConnectionLimits;
 use crate::config::ServeConfig;
 use crate::graphql::ApiSettings;
-use crate::graphql::pipeline::Pipeline;
+use crate::graphql::pipeline::{Pipeline, Rates};
 use crate::store::Store;
 
 /// What every handler shares.
@@ -34,6 +38,12 @@ pub struct AppState {
     pub request_timeout: Duration,
     /// What a client connection may cost.
     pub connections: ConnectionLimits,
+    /// Who a request's client is.
+    pub addresses: ClientAddresses,
+    /// The origins whose browsers may call the API.
+    pub cors_origins: Vec<HeaderValue>,
+    /// Where `/metrics` is served, if anywhere.
+    pub metrics_listen: Option<String>,
 }
 
 impl AppState {
@@ -42,25 +52,49 @@ impl AppState {
             user_token_ttl: config.user_token_ttl,
             limits: config.limits(),
         };
+        let rates = Rates {
+            per_token: config.rate_limit,
+            per_address: config.address_rate_limit,
+        };
+        let addresses = ClientAddresses::new(&config.trusted_proxies);
         AppState {
-            pipeline: Pipeline::new(store, settings, config.rate_limit),
+            pipeline: Pipeline::new(store, settings, rates),
             max_body_bytes: config.max_body_bytes,
             request_timeout: config.request_timeout,
             connections: ConnectionLimits {
                 header_timeout: config.header_timeout,
+                write_timeout: config.write_timeout,
+                max_age: config.max_connection_age,
                 max_connections: config.max_client_connections,
+                max_per_address: config.max_connections_per_address,
                 drain_timeout: config.request_timeout,
+                addresses: addresses.clone(),
             },
+            addresses,
+            metrics_listen: config.metrics_listen.clone(),
+            cors_origins: config
+                .cors_origins
+                .0
+                .iter()
+                .filter_map(|origin| HeaderValue::from_str(origin).ok())
+                .collect(),
         }
     }
 }
 
-/// The routes: `/graphql` (GET and POST) and `/health`.
+/// The routes: `/graphql` (GET and POST), GraphiQL's files, and health.
 pub fn router(state: AppState) -> Router {
+    let api = Router::new().route("/graphql", get(graphql::handle).post(graphql::handle));
+    let api = match cors(&state.cors_origins) {
+        Some(cors) => api.layer(cors),
+        None => api,
+    };
     Router::new()
-        .route("/graphql", get(graphql::handle).post(graphql::handle))
+        .merge(api)
         .route("/graphiql/{file}", get(graphiql::asset))
         .route("/health", get(health))
+        .route("/healthz", get(health))
+        .route("/readyz", get(ready))
         .layer(axum::middleware::from_fn(request_id))
         .layer(
             TraceLayer::new_for_http().make_span_with(|request: &Request| {
@@ -92,13 +126,103 @@ async fn request_id(
     response
 }
 
+/// How often what is kept for a while is swept away.
+const SWEEP_EVERY: Duration = Duration::from_secs(3600);
+
+/// Deletes, in every practice, what is kept for a while only: idempotency keys after a day,
+/// sign-in failures an hour after the last, sessions a day after they ended. Each sweep is
+/// one statement that a failure leaves for the next hour.
+async fn sweep(store: &Store) {
+    let now = crate::store::now_ms();
+    let ago = |d: Duration| now - i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+    let swept = [
+        (
+            "expired idempotency keys",
+            store
+                .forget_idempotency_keys(ago(idempotency::KEEP_FOR))
+                .await,
+        ),
+        (
+            "old sign-in failures",
+            store
+                .forget_sign_in_failures(ago(crate::auth::throttle::FORGET_AFTER), now)
+                .await,
+        ),
+        (
+            "ended sessions",
+            store
+                .forget_ended_sessions(ago(Duration::from_secs(24 * 3600)))
+                .await,
+        ),
+    ];
+    for (what, result) in swept {
+        match result {
+            Ok(0) => {}
+            Ok(count) => tracing::info!(count, "{what} deleted"),
+            Err(error) => tracing::warn!(%error, "could not delete {what}"),
+        }
+    }
+}
+
 /// The id of a request, as `x-request-id` gives it.
 #[derive(Clone, Debug)]
 pub struct RequestId(pub String);
 
-/// Liveness: the process answers.
+/// What browsers of the configured origins may do (CORS): call `/graphql` with a token, an
+/// idempotency key and JSON, and read the headers that say where they stand. Browsers of any
+/// other origin get no CORS header, and so no answer they can read. None when no origin is
+/// configured.
+fn cors(origins: &[HeaderValue]) -> Option<CorsLayer> {
+    if origins.is_empty() {
+        return None;
+    }
+    let name = HeaderName::from_static;
+    Some(
+        CorsLayer::new()
+            .allow_origin(AllowOrigin::list(origins.iter().cloned()))
+            .allow_methods([Method::GET, Method::POST])
+            .allow_headers([
+                name("x-token"),
+                name("idempotency-key"),
+                header::CONTENT_TYPE,
+                header::ACCEPT,
+            ])
+            .expose_headers([
+                name("ratelimit"),
+                name("ratelimit-policy"),
+                name("x-ratelimit-limit"),
+                name("x-ratelimit-remaining"),
+                name("x-ratelimit-reset"),
+                name("retry-after"),
+                name("x-request-id"),
+                name("idempotent-replayed"),
+            ])
+            .max_age(Duration::from_secs(600)),
+    )
+}
+
+/// Liveness: the process answers. Cheap, and needs no token.
 async fn health() -> impl IntoResponse {
-    Json(json!({ "status": "ok" }))
+    (
+        [(header::CACHE_CONTROL, "no-store")],
+        Json(json!({ "status": "ok" })),
+    )
+}
+
+/// Readiness: the database answers and every migration this build knows is applied; 503
+/// with the reason otherwise. Needs no token; at most a second.
+async fn ready(axum::extract::State(app): axum::extract::State<AppState>) -> impl IntoResponse {
+    let checked = tokio::time::timeout(Duration::from_secs(1), app.pipeline.store().readiness())
+        .await
+        .unwrap_or_else(|_| Err("the database did not answer within a second".into()));
+    let (status, body) = match checked {
+        Ok(()) => (StatusCode::OK, json!({ "status": "ready" })),
+        Err(reason) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({ "status": "not ready", "reason": reason }),
+        ),
+    };
+    (status, [(header::CACHE_CONTROL, "no-store")], Json(body))
 }
 
 /// Serves the API on `listener` until `shutdown` completes, then finishes requests in flight.
@@ -107,17 +231,27 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    if let Some(address) = &state.metrics_listen {
+        let listener = TcpListener::bind(address).await?;
+        tracing::info!(address = %listener.local_addr()?, "metrics served at /metrics");
+        let pipeline = state.pipeline.clone();
+        tokio::spawn(async move {
+            if let Err(error) = prometheus::serve(listener, pipeline).await {
+                tracing::error!(%error, "metrics are not served");
+            }
+        });
+    }
     // Ends with the server, when the last state holding the pipeline is gone.
     state.pipeline.forget_idle_callers();
     let store = state.pipeline.store().clone();
     let sweeper = tokio::spawn(async move {
-        let mut every = tokio::time::interval(idempotency::SWEEP_EVERY);
+        let mut every = tokio::time::interval(SWEEP_EVERY);
         loop {
             every.tick().await;
-            idempotency::sweep(&store).await;
+            sweep(&store).await;
         }
     });
-    let limits = state.connections;
+    let limits = state.connections.clone();
     server::run(listener, router(state), limits, shutdown).await;
     sweeper.abort();
     Ok(())

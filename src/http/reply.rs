@@ -117,6 +117,7 @@ impl Reply {
             Stop::Malformed => StatusCode::BAD_REQUEST,
             Stop::Document => graphql_error(StatusCode::BAD_REQUEST),
             Stop::Unauthenticated => graphql_error(StatusCode::UNAUTHORIZED),
+            Stop::Forbidden => graphql_error(StatusCode::FORBIDDEN),
             Stop::RateLimited(status) => {
                 rate_headers(*status, &mut headers);
                 StatusCode::TOO_MANY_REQUESTS
@@ -133,6 +134,7 @@ impl Reply {
                 StatusCode::CONFLICT
             }
             Stop::KeyReused => StatusCode::UNPROCESSABLE_ENTITY,
+            Stop::AnswerLost => StatusCode::CONFLICT,
             Stop::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         };
         Reply {
@@ -165,10 +167,24 @@ impl Reply {
             header::CONTENT_TYPE,
             HeaderValue::from_static(self.media.content_type()),
         );
-        headers.extend(self.headers);
+        // An answer holds a practice's data, read with a token: no cache keeps it, and one
+        // that would must tell callers apart by their token.
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        headers.insert(header::VARY, HeaderValue::from_static("accept, x-token"));
+        headers.insert(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        );
+        headers.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static("default-src 'none'; frame-ancestors 'none'"),
+        );
         if let Some(rate) = rate {
             rate_headers(rate, headers);
         }
+        // The reply's own, last: a refusal of the rate limit says where the refused caller
+        // stands.
+        headers.extend(self.headers);
         response
     }
 }
@@ -182,13 +198,14 @@ fn rate_headers(status: RateStatus, headers: &mut HeaderMap) {
         }
     };
     let RateStatus {
+        policy,
         limit,
         remaining,
         reset,
         retry_after,
     } = status;
-    set("ratelimit-policy", format!("\"token\";q={limit};w=60"));
-    set("ratelimit", format!("\"token\";r={remaining};t={reset}"));
+    set("ratelimit-policy", format!("\"{policy}\";q={limit};w=60"));
+    set("ratelimit", format!("\"{policy}\";r={remaining};t={reset}"));
     set("x-ratelimit-limit", limit.to_string());
     set("x-ratelimit-remaining", remaining.to_string());
     set("x-ratelimit-reset", reset.to_string());

@@ -6,7 +6,7 @@ use sqlx::FromRow;
 
 use super::audit::Event;
 use super::{Change, Keyed, PracticeStore, StoreResult, new_id, now_ms};
-use crate::domain::{Record, Refusal};
+use crate::domain::{Bound, Record, Refusal};
 
 const APPOINTMENT_TYPE_COLUMNS: &str = "id, title, duration, price";
 
@@ -62,6 +62,12 @@ impl PracticeStore<'_> {
             price,
         };
         let mut tx = self.begin_write().await?;
+        if self
+            .at_bound(&mut tx, "appointment_types", "", Bound::AppointmentTypes)
+            .await?
+        {
+            return Ok(Err(Refusal::TooMany(Bound::AppointmentTypes).into()));
+        }
         let result = sqlx::query(
             "INSERT INTO appointment_types (practice_id, id, title, duration, price, created_at, \
              updated_at) VALUES ($1, $2, $3, $4, $5, $6, $6)",

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use sqlx::{Any, FromRow, Transaction};
 
+use super::idempotency::Key;
 use super::{
     Args, Engine, Page, PageRequest, PracticeStore, Store, StoreError, StoreResult, new_id, now_ms,
 };
@@ -66,6 +67,8 @@ pub struct Author<'a> {
     pub actor: &'a Actor,
     /// The root field of the GraphQL operation, or the command.
     pub operation: Option<&'a str>,
+    /// The idempotency key the request holds, if it holds one: each write marks it.
+    pub key: Option<&'a Key>,
 }
 
 /// What one write did.
@@ -108,6 +111,37 @@ pub struct Read {
     pub resource_type: &'static str,
     pub resource_id: String,
     pub patient_id: Option<String>,
+}
+
+/// The kinds of record whose reads are recorded.
+const READ_KINDS: &[&str] = &["patient", "booking"];
+
+impl Read {
+    /// Reads as JSON, to be kept with an idempotent response.
+    pub fn to_json(reads: &[Read]) -> String {
+        let rows: Vec<serde_json::Value> = reads
+            .iter()
+            .map(|r| serde_json::json!([r.operation, r.resource_type, r.resource_id, r.patient_id]))
+            .collect();
+        serde_json::Value::Array(rows).to_string()
+    }
+
+    /// Reads kept as JSON by [`Read::to_json`]; what cannot be read back is left out.
+    pub fn from_json(text: &str) -> Vec<Read> {
+        let rows: Vec<(String, String, String, Option<String>)> =
+            serde_json::from_str(text).unwrap_or_default();
+        rows.into_iter()
+            .filter_map(|(operation, kind, resource_id, patient_id)| {
+                let resource_type = READ_KINDS.iter().find(|k| **k == kind)?;
+                Some(Read {
+                    operation,
+                    resource_type,
+                    resource_id,
+                    patient_id,
+                })
+            })
+            .collect()
+    }
 }
 
 /// The reads of one request: by whom, in which practice.
@@ -190,6 +224,9 @@ impl<'a> PracticeStore<'a> {
                 "a write has no author to record in the audit log".into(),
             ));
         };
+        if let Some(key) = author.key {
+            self.mark_key_ran(tx, key).await?;
+        }
         let rows: Vec<Row> = events
             .iter()
             .map(|event| Row {

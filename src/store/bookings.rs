@@ -364,6 +364,7 @@ impl PracticeStore<'_> {
                 }
                 Some((0, first, last)) => {
                     return Ok(Err(Refusal::NotADoctor {
+                        id: fields.doctor_id.clone(),
                         name: format!("{first} {last}"),
                     }));
                 }

@@ -1,17 +1,19 @@
 //! Idempotency keys: the first response to a mutation sent with an `Idempotency-Key`, kept so
-//! that a retry with the same key gets it again instead of writing twice.
+//! that a retry with the same key gets it again instead of writing twice. A key whose request
+//! wrote anything is never taken over by a retry: every write marks it in its own transaction
+//! (see [`PracticeStore::record_in`]).
 
-use sqlx::FromRow;
+use sqlx::{Any, FromRow, Transaction};
 
-use super::{PracticeStore, Store, StoreResult};
+use super::{PracticeStore, Store, StoreResult, now_ms};
 
-/// A mutation's claim on a key: by one token, for one request.
-#[derive(Clone, Copy, Debug)]
-pub struct Claim<'k> {
-    pub token_id: &'k str,
-    pub key: &'k str,
+/// A mutation's claim on a key, as the request that holds it carries it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Key {
+    pub token_id: String,
+    pub key: String,
     /// A hash of the request, to tell a retry from a different request under the same key.
-    pub request_hash: &'k str,
+    pub request_hash: String,
 }
 
 /// Which earlier claims a new one may take over (times in milliseconds).
@@ -19,17 +21,19 @@ pub struct Claim<'k> {
 pub struct Reclaim {
     /// A finished claim made before this has expired: the key is free again.
     pub expired_before: i64,
-    /// A claim still unfinished since before this was abandoned (its server stopped, or its
-    /// request ran out of time): a retry of the same request may take it over.
+    /// A claim still unfinished since before this, whose request wrote nothing, was abandoned
+    /// (its request stopped before it ran): a retry of the same request may take it over.
     pub abandoned_before: i64,
 }
 
-/// A response as it was first sent.
-#[derive(Clone, Debug, FromRow)]
+/// A response as it was first made, and the reads of patient data it carries.
+#[derive(Clone, Debug, PartialEq, Eq, FromRow)]
 pub struct StoredResponse {
     pub status: i64,
     pub content_type: String,
     pub response: String,
+    /// The reads (see `audit::Read`), as JSON.
+    pub reads: Option<String>,
 }
 
 /// What became of a claim.
@@ -41,6 +45,9 @@ pub enum Claimed {
     Done(StoredResponse),
     /// The key's first request is still being handled.
     Pending,
+    /// The key's first request wrote, and its server stopped before its answer was kept: the
+    /// outcome is in the data, not here.
+    Lost,
     /// The key was used for a different request.
     OtherRequest,
 }
@@ -48,16 +55,19 @@ pub enum Claimed {
 #[derive(FromRow)]
 struct Held {
     request_hash: String,
+    created_at: i64,
+    ran_at: Option<i64>,
     status: Option<i64>,
     content_type: Option<String>,
     response: Option<String>,
+    reads: Option<String>,
 }
 
 impl PracticeStore<'_> {
-    /// Claims `claim.key` for this request, unless an earlier request holds it.
+    /// Claims `key` for this request, unless an earlier request holds it.
     pub async fn claim_idempotency_key(
         &self,
-        claim: Claim<'_>,
+        key: &Key,
         now: i64,
         reclaim: Reclaim,
     ) -> StoreResult<Claimed> {
@@ -67,16 +77,17 @@ impl PracticeStore<'_> {
              VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT (practice_id, token_id, idempotency_key) DO UPDATE SET \
              request_hash = excluded.request_hash, created_at = excluded.created_at, \
-             status = NULL, content_type = NULL, response = NULL \
+             status = NULL, content_type = NULL, response = NULL, reads = NULL, ran_at = NULL \
              WHERE idempotency_keys.created_at < $6 \
-             OR (idempotency_keys.status IS NULL AND idempotency_keys.created_at < $7 \
+             OR (idempotency_keys.status IS NULL AND idempotency_keys.ran_at IS NULL \
+             AND idempotency_keys.created_at < $7 \
              AND idempotency_keys.request_hash = excluded.request_hash) \
              RETURNING created_at",
         )
         .bind(self.practice_id)
-        .bind(claim.token_id)
-        .bind(claim.key)
-        .bind(claim.request_hash)
+        .bind(&key.token_id)
+        .bind(&key.key)
+        .bind(&key.request_hash)
         .bind(now)
         .bind(reclaim.expired_before)
         .bind(reclaim.abandoned_before)
@@ -86,26 +97,34 @@ impl PracticeStore<'_> {
             return Ok(Claimed::Mine);
         }
         let held: Option<Held> = sqlx::query_as(
-            "SELECT request_hash, status, content_type, response FROM idempotency_keys \
+            "SELECT request_hash, created_at, ran_at, status, content_type, response, reads \
+             FROM idempotency_keys \
              WHERE practice_id = $1 AND token_id = $2 AND idempotency_key = $3",
         )
         .bind(self.practice_id)
-        .bind(claim.token_id)
-        .bind(claim.key)
+        .bind(&key.token_id)
+        .bind(&key.key)
         .fetch_optional(self.write())
         .await?;
         Ok(match held {
-            Some(held) if held.request_hash != claim.request_hash => Claimed::OtherRequest,
+            Some(held) if held.request_hash != key.request_hash => Claimed::OtherRequest,
             Some(Held {
                 status: Some(status),
                 content_type: Some(content_type),
                 response: Some(response),
+                reads,
                 ..
             }) => Claimed::Done(StoredResponse {
                 status,
                 content_type,
                 response,
+                reads,
             }),
+            Some(Held {
+                ran_at: Some(_),
+                created_at,
+                ..
+            }) if created_at < reclaim.abandoned_before => Claimed::Lost,
             // Unfinished, or swept away a moment ago: either way, the caller should retry.
             _ => Claimed::Pending,
         })
@@ -114,39 +133,60 @@ impl PracticeStore<'_> {
     /// Keeps the response of the request that claimed the key.
     pub async fn finish_idempotency_key(
         &self,
-        claim: Claim<'_>,
+        key: &Key,
         response: &StoredResponse,
     ) -> StoreResult<()> {
         sqlx::query(
-            "UPDATE idempotency_keys SET status = $5, content_type = $6, response = $7 \
-             WHERE practice_id = $1 AND token_id = $2 AND idempotency_key = $3 \
+            "UPDATE idempotency_keys SET status = $5, content_type = $6, response = $7, \
+             reads = $8 WHERE practice_id = $1 AND token_id = $2 AND idempotency_key = $3 \
              AND request_hash = $4",
         )
         .bind(self.practice_id)
-        .bind(claim.token_id)
-        .bind(claim.key)
-        .bind(claim.request_hash)
+        .bind(&key.token_id)
+        .bind(&key.key)
+        .bind(&key.request_hash)
         .bind(response.status)
         .bind(&response.content_type)
         .bind(&response.response)
+        .bind(&response.reads)
         .execute(self.write())
         .await?;
         Ok(())
     }
-}
 
-impl PracticeStore<'_> {
-    /// Lets go of a key whose request changed nothing, so that a retry runs it again.
-    pub async fn release_idempotency_key(&self, claim: Claim<'_>) -> StoreResult<()> {
-        sqlx::query(
+    /// Lets go of a key whose request wrote nothing, so that a retry runs it; true if it did.
+    /// A key whose request wrote anything is kept (and false).
+    pub async fn release_idempotency_key(&self, key: &Key) -> StoreResult<bool> {
+        let released = sqlx::query(
             "DELETE FROM idempotency_keys WHERE practice_id = $1 AND token_id = $2 \
-             AND idempotency_key = $3 AND request_hash = $4 AND status IS NULL",
+             AND idempotency_key = $3 AND request_hash = $4 AND status IS NULL \
+             AND ran_at IS NULL",
         )
         .bind(self.practice_id)
-        .bind(claim.token_id)
-        .bind(claim.key)
-        .bind(claim.request_hash)
+        .bind(&key.token_id)
+        .bind(&key.key)
+        .bind(&key.request_hash)
         .execute(self.write())
+        .await?;
+        Ok(released.rows_affected() == 1)
+    }
+
+    /// Marks `key` as having written, in the transaction of a write it makes.
+    pub(super) async fn mark_key_ran(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        key: &Key,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE idempotency_keys SET ran_at = COALESCE(ran_at, $5) WHERE practice_id = $1 \
+             AND token_id = $2 AND idempotency_key = $3 AND request_hash = $4",
+        )
+        .bind(self.practice_id)
+        .bind(&key.token_id)
+        .bind(&key.key)
+        .bind(&key.request_hash)
+        .bind(now_ms())
+        .execute(&mut **tx)
         .await?;
         Ok(())
     }

@@ -103,20 +103,35 @@ impl PracticeStore<'_> {
             .await
     }
 
-    /// Removes a label from the catalogue and from every patient that has it.
+    /// Removes a label from the catalogue and from every patient that has it. The label is
+    /// held first, so that no one puts it on a patient meanwhile: every patient who loses it is
+    /// in the record.
     pub async fn delete_label(&self, id: &str) -> StoreResult<Change<Label>> {
-        let sql = format!(
-            "DELETE FROM labels WHERE practice_id = $1 AND id = $2 RETURNING {LABEL_COLUMNS}"
-        );
         let mut tx = self.begin_write().await?;
+        let sql = format!(
+            "SELECT id FROM labels WHERE practice_id = $1 AND id = $2{}",
+            self.store.engine.for_update()
+        );
+        let held: Option<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if held.is_none() {
+            return Ok(Err(Refusal::NotFound(Record::Label, id.to_string()).into()));
+        }
         // The patients who lose the label, for their trails in the audit log.
         let on: Vec<(String,)> = sqlx::query_as(
-            "SELECT patient_id FROM patient_labels WHERE practice_id = $1 AND label_id = $2",
+            "DELETE FROM patient_labels WHERE practice_id = $1 AND label_id = $2 \
+             RETURNING patient_id",
         )
         .bind(self.practice_id)
         .bind(id)
         .fetch_all(&mut *tx)
         .await?;
+        let sql = format!(
+            "DELETE FROM labels WHERE practice_id = $1 AND id = $2 RETURNING {LABEL_COLUMNS}"
+        );
         let label: Option<Label> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(self.practice_id)
             .bind(id)

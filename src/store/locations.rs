@@ -6,7 +6,7 @@ use sqlx::FromRow;
 
 use super::audit::Event;
 use super::{Change, Keyed, PracticeStore, StoreResult, new_id, now_ms};
-use crate::domain::{Record, Refusal};
+use crate::domain::{Bound, Record, Refusal};
 
 const LOCATION_COLUMNS: &str = "id, name, address, city, postcode, country";
 
@@ -50,6 +50,12 @@ impl PracticeStore<'_> {
         new.id = new_id();
         let now = now_ms();
         let mut tx = self.begin_write().await?;
+        if self
+            .at_bound(&mut tx, "locations", "", Bound::Locations)
+            .await?
+        {
+            return Ok(Err(Refusal::TooMany(Bound::Locations).into()));
+        }
         let result = sqlx::query(
             "INSERT INTO locations (practice_id, id, name, address, city, postcode, country, \
              created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)",

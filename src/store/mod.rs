@@ -17,6 +17,7 @@ pub mod locations;
 pub mod patients;
 pub mod practices;
 mod row;
+pub mod sign_ins;
 pub mod tokens;
 pub mod users;
 
@@ -72,11 +73,31 @@ impl Engine {
         }
     }
 
+    /// What ends a SELECT that holds the rows it reads until the transaction ends: SQLite
+    /// holds the whole database for a writing transaction already.
+    fn for_update(self) -> &'static str {
+        match self {
+            Engine::Sqlite => "",
+            Engine::Postgres => " FOR UPDATE",
+        }
+    }
+
     /// A condition on the column before it: one of the strings in the JSON array bound at
     /// `$param`. PostgreSQL gets an array, which it looks up through an index whatever it
     /// believes of the tables' sizes.
     fn in_list(self, param: usize) -> String {
-        let values = format!("SELECT r.value FROM {}", self.json_rows(param, true));
+        self.in_list_at(&format!("${param}"))
+    }
+
+    /// [`Engine::in_list`], for the placeholder `placeholder` (`$3`).
+    fn in_list_at(self, placeholder: &str) -> String {
+        let rows = match self {
+            Engine::Sqlite => format!("json_each({placeholder}) AS r"),
+            Engine::Postgres => {
+                format!("json_array_elements_text({placeholder}::json) AS r(value)")
+            }
+        };
+        let values = format!("SELECT r.value FROM {rows}");
         match self {
             Engine::Sqlite => format!("IN ({values})"),
             Engine::Postgres => format!("= ANY (ARRAY({values}))"),
@@ -175,12 +196,38 @@ impl Store {
         Ok(store)
     }
 
-    /// Applies pending migrations of this engine.
-    pub async fn migrate(&self) -> StoreResult<()> {
-        let migrator = match self.engine {
+    /// The migrations of this engine, as this build knows them.
+    fn migrator(&self) -> sqlx::migrate::Migrator {
+        match self.engine {
             Engine::Sqlite => sqlx::migrate!("migrations/sqlite"),
             Engine::Postgres => sqlx::migrate!("migrations/postgres"),
-        };
+        }
+    }
+
+    /// Whether the store can serve: the database answers, and every migration this build knows
+    /// is applied. The reason, when it cannot.
+    pub async fn readiness(&self) -> Result<(), String> {
+        let applied: Vec<(i64,)> =
+            sqlx::query_as("SELECT version FROM _sqlx_migrations WHERE success")
+                .fetch_all(&self.read)
+                .await
+                .map_err(|e| format!("the database does not answer: {}", StoreError::from(e)))?;
+        let missing: Vec<String> = self
+            .migrator()
+            .iter()
+            .filter(|m| !applied.iter().any(|(v,)| *v == m.version))
+            .map(|m| m.version.to_string())
+            .collect();
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("migrations not applied: {}", missing.join(", ")))
+        }
+    }
+
+    /// Applies pending migrations of this engine.
+    pub async fn migrate(&self) -> StoreResult<()> {
+        let migrator = self.migrator();
         // On PostgreSQL the migrator holds an advisory lock, so that instances starting
         // together apply each migration once.
         migrator.run(&self.write).await.map_err(|e| match e {
@@ -217,6 +264,34 @@ impl Store {
             sqlx::query("ANALYZE").execute(&self.write).await?;
         }
         Ok(())
+    }
+
+    /// Writes a consistent copy of the database, as it is now, to the new file `path`, while
+    /// it serves: SQLite's `VACUUM INTO`, which reads one snapshot and leaves the database as
+    /// it is. PostgreSQL has its own tool for this, and the error says which.
+    pub async fn backup_to(&self, path: &str) -> StoreResult<()> {
+        match self.engine {
+            Engine::Sqlite => {
+                sqlx::query("VACUUM INTO $1")
+                    .bind(path)
+                    .execute(&self.read)
+                    .await?;
+                Ok(())
+            }
+            Engine::Postgres => Err(StoreError::Config(
+                "a PostgreSQL database is backed up with its own tool: pg_dump --format=custom \
+                 --file=FILE DATABASE_URL (and restored with pg_restore)"
+                    .into(),
+            )),
+        }
+    }
+
+    /// How many connections each pool holds, and how many of them are idle: (read, write).
+    pub fn pool_use(&self) -> ((u32, usize), (u32, usize)) {
+        (
+            (self.read.size(), self.read.num_idle()),
+            (self.write.size(), self.write.num_idle()),
+        )
     }
 
     /// Closes the pools, waiting for connections in use to be returned.
@@ -272,6 +347,28 @@ impl<'a> PracticeStore<'a> {
             Err(e) if StoreError::is_unique_violation(&e) => Ok(Err(taken().into())),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Whether the practice is at `bound` for the records of `table` that match `condition`,
+    /// counted in `tx` after taking the practice's row, so that concurrent writers of such
+    /// records count one after the other.
+    async fn at_bound(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        table: &str,
+        condition: &str,
+        bound: crate::domain::Bound,
+    ) -> StoreResult<bool> {
+        sqlx::query("UPDATE practices SET id = id WHERE id = $1")
+            .bind(self.practice_id)
+            .execute(&mut **tx)
+            .await?;
+        let sql = format!("SELECT COUNT(*) FROM {table} WHERE practice_id = $1 {condition}");
+        let (count,): (i64,) = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .fetch_one(&mut **tx)
+            .await?;
+        Ok(count >= i64::try_from(bound.max()).unwrap_or(i64::MAX))
     }
 
     /// The rows of `table` with these ids, by id: one statement for a whole batch (what the
@@ -421,30 +518,9 @@ fn like_escape(text: &str) -> String {
     out
 }
 
-/// Escapes `*`, `?` and `[` for a GLOB pattern (each becomes a one-character class).
-fn glob_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    for c in text.chars() {
-        match c {
-            '*' | '?' | '[' => {
-                out.push('[');
-                out.push(c);
-                out.push(']');
-            }
-            _ => out.push(c),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn escapes_glob_wildcards() {
-        assert_eq!(glob_escape("a*b?c[d]"), "a[*]b[?]c[[]d]");
-    }
 
     #[test]
     fn redacts_password() {

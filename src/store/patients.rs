@@ -8,10 +8,11 @@ use sqlx::{Any, FromRow, Transaction};
 
 use super::audit::Event;
 use super::{
-    Args, Change, Columns, Engine, Keyed, Page, PageRequest, PracticeStore, StoreResult,
-    glob_escape, json_list, like_escape, new_id, now_ms, time_filters,
+    Args, Change, Columns, Engine, Keyed, Page, PageRequest, PracticeStore, StoreResult, json_list,
+    like_escape, new_id, now_ms, time_filters,
 };
-use crate::domain::{Record, Refusal};
+use crate::domain::limits::{MAX_LABELS_PER_PATIENT, MAX_SEARCH_MATCHES, MIN_INDEXED_SEARCH_CHARS};
+use crate::domain::{Bound, Record, Refusal};
 
 /// A patient as stored.
 #[derive(Clone, Debug, Default, FromRow)]
@@ -151,6 +152,20 @@ pub struct PatientLabel {
     pub color: Option<String>,
 }
 
+/// What became of a label put on a patient.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Inserted {
+    Yes,
+    /// It is on the patient already, or the label or the patient is not there.
+    No,
+    /// The label was deleted as it was being put on.
+    LabelGone,
+}
+
+/// A search that matches more patients than one search may touch: it must say more.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TooBroad;
+
 /// Which patients a list holds.
 #[derive(Clone, Debug, Default)]
 pub struct PatientFilter {
@@ -183,43 +198,54 @@ impl PracticeStore<'_> {
             .await?)
     }
 
+    /// True when the practice has a patient, deleted and archived ones included.
+    pub async fn has_patients(&self) -> StoreResult<bool> {
+        let found: Option<(String,)> =
+            sqlx::query_as("SELECT id FROM patients WHERE practice_id = $1 LIMIT 1")
+                .bind(self.practice_id)
+                .fetch_optional(self.read())
+                .await?;
+        Ok(found.is_some())
+    }
+
     /// The patients with these ids, by id (ids the practice does not have are left out).
     pub async fn patients_by_ids(&self, ids: &[String]) -> StoreResult<HashMap<String, Patient>> {
         self.by_ids("patients", &PATIENT_COLUMNS, ids).await
     }
 
-    /// A page of patients, by last name then first name.
+    /// A page of patients, by last name then first name. A search of three characters or
+    /// more goes through the search index and may touch at most [`MAX_SEARCH_MATCHES`]
+    /// patients: one that matches more is refused as [`TooBroad`].
     pub async fn list_patients(
         &self,
         filter: &PatientFilter,
         page: PageRequest,
-    ) -> StoreResult<Page<Patient>> {
+    ) -> StoreResult<Result<Page<Patient>, TooBroad>> {
         let mut args = Args::default();
-        let mut from = "patients";
         let mut conditions = String::new();
         if let Some(search) = &filter.search {
             let search = search.to_lowercase();
-            let pattern = format!("%{}%", like_escape(&search));
-            conditions += &format!(
-                " AND patients.search_text LIKE {} ESCAPE '\\'",
-                args.add(pattern.as_str())
-            );
-            // PostgreSQL finds the rows through its trigram index by itself. SQLite is told to
-            // start from its full-text table (CROSS JOIN fixes the order of the loops): it
-            // finds the candidates, and LIKE above still decides. Under three characters
-            // there is no trigram to look up, and the name order is quicker.
-            if self.store.engine == Engine::Sqlite && search.chars().count() >= 3 {
-                from = "patients_search CROSS JOIN patients \
-                        ON patients.rowid = patients_search.rowid";
-                let glob = format!("*{}*", glob_escape(&search));
+            if search.chars().count() >= MIN_INDEXED_SEARCH_CHARS {
+                let Some(ids) = self.search_index(&search).await? else {
+                    return Ok(Err(TooBroad));
+                };
                 conditions += &format!(
-                    " AND patients_search.search_text GLOB {}",
-                    args.add(glob.as_str())
+                    " AND id {}",
+                    self.store
+                        .engine
+                        .in_list_at(&args.add(json_list(&ids).as_str()))
                 );
             }
+            // The index finds the candidates; LIKE decides (and alone looks, under three
+            // characters, where there is no trigram to look up).
+            let pattern = format!("%{}%", like_escape(&search));
+            conditions += &format!(
+                " AND search_text LIKE {} ESCAPE '\\'",
+                args.add(pattern.as_str())
+            );
         }
         let mut sql = format!(
-            "SELECT {} FROM {from} WHERE practice_id = $1{conditions}",
+            "SELECT {} FROM patients WHERE practice_id = $1{conditions}",
             *PATIENT_COLUMNS
         );
         if !filter.include_archived {
@@ -233,7 +259,51 @@ impl PracticeStore<'_> {
         sql += &format!(" ORDER BY last_name, first_name, id LIMIT {limit} OFFSET {offset}");
         let query = args.bind(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id));
         let rows = query.fetch_all(self.read()).await?;
-        Ok(page.finish(rows))
+        Ok(Ok(page.finish(rows)))
+    }
+
+    /// The ids of the practice's patients whose search text holds `search` (lower-cased,
+    /// three characters or more), through the engine's index; None when there are more than
+    /// [`MAX_SEARCH_MATCHES`]. PostgreSQL asks its trigram index; SQLite its full-text table,
+    /// where each practice's rows carry a mark of their own, so that a search reads its own
+    /// practice's part of the index only.
+    async fn search_index(&self, search: &str) -> StoreResult<Option<Vec<String>>> {
+        let most = MAX_SEARCH_MATCHES as i64 + 1;
+        let ids: Vec<(String,)> = match self.store.engine {
+            Engine::Postgres => {
+                let pattern = format!("%{}%", like_escape(search));
+                sqlx::query_as(
+                    "SELECT id FROM patients WHERE practice_id = $1 \
+                     AND search_text LIKE $2 ESCAPE '\\' LIMIT $3",
+                )
+                .bind(self.practice_id)
+                .bind(pattern)
+                .bind(most)
+                .fetch_all(self.read())
+                .await?
+            }
+            Engine::Sqlite => {
+                // An FTS5 query: the practice's mark and the text, each a quoted phrase (a
+                // phrase of trigrams matches where the text holds it as a substring).
+                let phrase = |text: &str| format!("\"{}\"", text.replace('"', "\"\""));
+                // The practice's mark is looked up once, before the index is read; a practice
+                // with no patient has none, and asks for a mark no practice has (number 0).
+                sqlx::query_as(
+                    "SELECT r.patient_id FROM patients_search s \
+                     JOIN patients_search_rows r ON r.row_id = s.rowid \
+                     WHERE r.practice_id = $1 AND patients_search MATCH (\
+                     SELECT 'practice : \"' || COALESCE((SELECT mark FROM patients_search_marks \
+                     WHERE practice_id = $1), char(57344, 57344, 57344)) \
+                     || '\" AND search_text : ' || $2) LIMIT $3",
+                )
+                .bind(self.practice_id)
+                .bind(phrase(search))
+                .bind(most)
+                .fetch_all(self.read())
+                .await?
+            }
+        };
+        Ok((ids.len() <= MAX_SEARCH_MATCHES).then(|| ids.into_iter().map(|(id,)| id).collect()))
     }
 
     /// Adds a patient with the given labels. Refused, with nothing written, if a label is not
@@ -254,9 +324,10 @@ impl PracticeStore<'_> {
             .execute(&mut *tx)
             .await?;
         for label_id in label_ids {
-            if !self
+            if self
                 .insert_patient_label(&mut tx, &patient.id, label_id)
                 .await?
+                != Inserted::Yes
             {
                 // The transaction is dropped, and with it the patient.
                 return Ok(Err(Refusal::LabelNotInCatalogue(label_id.clone()).into()));
@@ -425,23 +496,33 @@ impl PracticeStore<'_> {
             )
             .execute(&mut *tx)
             .await?;
-        if let Some(labels) = labels
-            && let Some(unknown) = self.replace_patient_labels(&mut tx, id, labels).await?
-        {
-            return Ok(Err(Refusal::LabelNotInCatalogue(unknown).into()));
+        let mut changed = Vec::new();
+        if let Some(labels) = labels {
+            match self.replace_patient_labels(&mut tx, id, labels).await? {
+                Ok(moved) => changed = moved,
+                Err(unknown) => return Ok(Err(Refusal::LabelNotInCatalogue(unknown).into())),
+            }
         }
-        self.commit(tx, Event::patient(action, id)).await?;
+        let mut events = vec![Event::patient(action, id)];
+        events.extend(
+            changed
+                .iter()
+                .map(|(action, label_id)| label_event(action, id, label_id)),
+        );
+        self.record_in(&mut tx, &events).await?;
+        tx.commit().await?;
         Ok(Ok(patient))
     }
 
-    /// Makes the patient's labels exactly `label_ids`. Returns the first id that is not in the
-    /// catalogue, if any, having checked before writing.
+    /// Makes the patient's labels exactly `label_ids` (labels it keeps keep their ids), and
+    /// says which labels were put on and taken off ("add_label", "remove_label"); the first id
+    /// that is not in the catalogue instead, having written nothing that stays.
     async fn replace_patient_labels(
         &self,
         tx: &mut Transaction<'_, Any>,
         patient_id: &str,
         label_ids: &[String],
-    ) -> StoreResult<Option<String>> {
+    ) -> StoreResult<Result<Vec<(&'static str, String)>, String>> {
         for label_id in label_ids {
             let known = sqlx::query("SELECT id FROM labels WHERE practice_id = $1 AND id = $2")
                 .bind(self.practice_id)
@@ -449,47 +530,62 @@ impl PracticeStore<'_> {
                 .fetch_optional(&mut **tx)
                 .await?;
             if known.is_none() {
-                return Ok(Some(label_id.clone()));
+                return Ok(Err(label_id.clone()));
             }
         }
         let sql = format!(
             "DELETE FROM patient_labels WHERE practice_id = $1 AND patient_id = $2 \
-             AND NOT (label_id {})",
+             AND NOT (label_id {}) RETURNING label_id",
             self.store.engine.in_list(3)
         );
-        sqlx::query(sqlx::AssertSqlSafe(sql))
+        let removed: Vec<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(self.practice_id)
             .bind(patient_id)
             .bind(json_list(label_ids))
-            .execute(&mut **tx)
+            .fetch_all(&mut **tx)
             .await?;
+        let mut changed: Vec<(&'static str, String)> = removed
+            .into_iter()
+            .map(|(label_id,)| ("remove_label", label_id))
+            .collect();
         for label_id in label_ids {
             // Labels already on the patient are left as they are (ON CONFLICT DO NOTHING).
-            self.insert_patient_label(tx, patient_id, label_id).await?;
+            match self.insert_patient_label(tx, patient_id, label_id).await? {
+                Inserted::Yes => changed.push(("add_label", label_id.clone())),
+                Inserted::No => {}
+                // Deleted since it was checked above: refuse rather than report a change that
+                // did not happen.
+                Inserted::LabelGone => return Ok(Err(label_id.clone())),
+            }
         }
-        // A label deleted since it was checked above is missing now: refuse rather than
-        // report a change that did not happen.
-        let on: Vec<(String,)> = sqlx::query_as(
-            "SELECT label_id FROM patient_labels WHERE practice_id = $1 AND patient_id = $2",
+        Ok(Ok(changed))
+    }
+
+    /// How many labels the patient has, in `tx` (which holds the patient's row).
+    async fn label_count(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        patient_id: &str,
+    ) -> StoreResult<i64> {
+        let (count,): (i64,) = sqlx::query_as(
+            "SELECT COUNT(*) FROM patient_labels WHERE practice_id = $1 AND patient_id = $2",
         )
         .bind(self.practice_id)
         .bind(patient_id)
-        .fetch_all(&mut **tx)
+        .fetch_one(&mut **tx)
         .await?;
-        Ok(label_ids
-            .iter()
-            .find(|id| !on.iter().any(|(on,)| on == *id))
-            .cloned())
+        Ok(count)
     }
 
-    /// Puts a label of the catalogue on a patient that is not deleted. Returns false, having
-    /// written nothing, if the label is not in the catalogue or already on the patient.
+    /// Puts a label of the catalogue on a patient that is not deleted. Writes nothing when the
+    /// label is not in the catalogue (or was deleted as this ran), or is on the patient
+    /// already; says which.
     async fn insert_patient_label(
         &self,
         tx: &mut Transaction<'_, Any>,
         patient_id: &str,
         label_id: &str,
-    ) -> StoreResult<bool> {
+    ) -> StoreResult<Inserted> {
         let inserted = sqlx::query(
             "INSERT INTO patient_labels (practice_id, id, patient_id, label_id, created_at) \
              SELECT p.practice_id, $2, p.id, l.id, $5 FROM patients p \
@@ -503,8 +599,16 @@ impl PracticeStore<'_> {
         .bind(label_id)
         .bind(now_ms())
         .execute(&mut **tx)
-        .await?;
-        Ok(inserted.rows_affected() == 1)
+        .await;
+        match inserted {
+            Ok(done) if done.rows_affected() == 1 => Ok(Inserted::Yes),
+            Ok(_) => Ok(Inserted::No),
+            // The label was found, then deleted (deleteLabel holds it until it commits).
+            Err(sqlx::Error::Database(e)) if e.is_foreign_key_violation() => {
+                Ok(Inserted::LabelGone)
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Puts a label on a patient. Refused if the patient is deleted, the label is unknown or
@@ -515,10 +619,15 @@ impl PracticeStore<'_> {
         label_id: &str,
     ) -> StoreResult<Change<Patient>> {
         let mut tx = self.begin_write().await?;
-        if touch_live_patient(&mut tx, self.practice_id, patient_id).await?
+        let live = touch_live_patient(&mut tx, self.practice_id, patient_id).await?;
+        if live && self.label_count(&mut tx, patient_id).await? >= MAX_LABELS_PER_PATIENT as i64 {
+            return Ok(Err(Refusal::TooMany(Bound::LabelsOnPatient).into()));
+        }
+        if live
             && self
                 .insert_patient_label(&mut tx, patient_id, label_id)
                 .await?
+                == Inserted::Yes
         {
             self.commit(tx, label_event("add_label", patient_id, label_id))
                 .await?;

@@ -44,6 +44,7 @@ impl Store {
         let author = Author {
             actor: &operator,
             operation: Some("practice create"),
+            key: None,
         };
         self.practice(id)
             .by(author)

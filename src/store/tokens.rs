@@ -3,7 +3,9 @@
 use sqlx::FromRow;
 
 use super::audit::Event;
-use super::{PracticeStore, StoreResult, new_id, now_ms};
+use super::{Change, PracticeStore, StoreResult, new_id, now_ms};
+use crate::domain::limits::MAX_API_TOKENS;
+use crate::domain::{Bound, Refusal};
 
 const TOKEN_COLUMNS: &str = "id, kind, name, permissions, user_id, created_at, last_used_at, \
                              expires_at, revoked_at";
@@ -77,8 +79,9 @@ pub struct NewToken<'a> {
 }
 
 impl PracticeStore<'_> {
-    /// Stores a new token.
-    pub async fn create_token(&self, new: NewToken<'_>) -> StoreResult<Token> {
+    /// Stores a new token. An API token is refused when the practice has as many that are
+    /// neither revoked nor expired as it may have.
+    pub async fn create_token(&self, new: NewToken<'_>) -> StoreResult<Change<Token>> {
         let token = Token {
             id: new_id(),
             kind: new.kind.as_str().to_string(),
@@ -91,6 +94,17 @@ impl PracticeStore<'_> {
             revoked_at: None,
         };
         let mut tx = self.begin_write().await?;
+        let live = format!(
+            "AND kind = 'api' AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > {})",
+            token.created_at
+        );
+        if new.kind == TokenKind::Api
+            && self
+                .at_bound(&mut tx, "tokens", &live, Bound::ApiTokens)
+                .await?
+        {
+            return Ok(Err(Refusal::TooMany(Bound::ApiTokens).into()));
+        }
         sqlx::query(
             "INSERT INTO tokens (practice_id, id, kind, name, secret_hash, permissions, user_id, \
              created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
@@ -112,7 +126,7 @@ impl PracticeStore<'_> {
         };
         self.commit(tx, Event::of(action, "token", &token.id))
             .await?;
-        Ok(token)
+        Ok(Ok(token))
     }
 
     /// The token whose secret hashes to `secret_hash`, revoked and expired ones included: the
@@ -131,11 +145,12 @@ impl PracticeStore<'_> {
         .await?)
     }
 
-    /// The practice's API tokens, newest first (sign-in tokens are not listed).
+    /// The practice's API tokens, the newest first, as many as it may have live (sign-in
+    /// tokens are not listed).
     pub async fn list_api_tokens(&self) -> StoreResult<Vec<Token>> {
         let sql = format!(
             "SELECT {TOKEN_COLUMNS} FROM tokens WHERE practice_id = $1 AND kind = 'api' \
-             ORDER BY created_at DESC, id DESC"
+             ORDER BY created_at DESC, id DESC LIMIT {MAX_API_TOKENS}"
         );
         Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(self.practice_id)
@@ -182,6 +197,21 @@ impl PracticeStore<'_> {
 }
 
 impl super::Store {
+    /// Deletes the sign-in tokens (sessions) that expired or were signed out before `before`,
+    /// in every practice, but for any an idempotency key still names; returns how many.
+    pub async fn forget_ended_sessions(&self, before: i64) -> StoreResult<u64> {
+        let done = sqlx::query(
+            "DELETE FROM tokens WHERE kind = 'user' \
+             AND (expires_at < $1 OR revoked_at < $1) \
+             AND NOT EXISTS (SELECT 1 FROM idempotency_keys k \
+             WHERE k.practice_id = tokens.practice_id AND k.token_id = tokens.id)",
+        )
+        .bind(before)
+        .execute(&self.write)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
     /// The practice that owns the token with this id, in any practice: for the operator's
     /// `token revoke ID`, which names no practice.
     pub async fn find_token_practice(&self, id: &str) -> StoreResult<Option<String>> {

@@ -392,9 +392,22 @@ async fn demo_fills_a_practice(#[case] engine: Engine) {
     .expect("count");
     pool.close().await;
     assert_eq!(overlaps, 0);
-    // Running it again adds patients and reuses what exists.
+    // The staff's password was made at random, and printed once, alone on stdout's last line.
+    let password = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string();
+    assert!(password.len() >= 20, "{password:?}");
+    assert!(!err.contains(&password), "the password is not in the log");
+    // Demo data goes into an empty practice only: never mixed with a clinic's patients.
     let again = cli.run(&["demo", "--patients", "10"]);
-    assert!(again.status.success(), "{}", stderr(&again));
+    assert!(!again.status.success());
+    assert!(
+        stderr(&again).contains("already has patients"),
+        "{}",
+        stderr(&again)
+    );
 }
 
 /// Starts `practice-api serve` on a free port; returns the child and its GraphQL URL.

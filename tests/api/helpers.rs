@@ -52,6 +52,7 @@ macro_rules! spawn {
 pub fn test_config() -> ServeConfig {
     ServeConfig {
         rate_limit: 1_000_000,
+        address_rate_limit: 1_000_000,
         ..ServeConfig::default()
     }
 }

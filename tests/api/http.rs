@@ -437,8 +437,9 @@ async fn fields_come_in_the_order_they_were_asked(#[case] engine: Engine) {
 #[tokio::test]
 async fn deep_but_reasonable_documents_run(#[case] engine: Engine) {
     let app = spawn!(engine);
-    // 8 levels: runs.
-    let ok = "{ bookings { data { patient { bookings(start: \"2031-01-01\", end: \"2031-01-02\") { patient { labels { text } } } } } } }";
+    // 8 levels: runs (and costs 3,003: a patient's 500 bookings, each with its doctor's
+    // first booking of the day and its location).
+    let ok = "{ booking(id: \"x\") { patient { bookings(start: \"2031-01-01\", end: \"2031-01-02\") { doctor { bookings(start: \"2031-01-01\", end: \"2031-01-02\", pageSize: 1) { data { id location { name } } } } } } } }";
     let body = app.gql(Some(&app.admin_token), ok, json!({})).await;
     assert!(body.get("errors").is_none(), "{body}");
     // GraphiQL's introspection query fits.
@@ -505,13 +506,14 @@ async fn every_limit_is_named_when_hit(#[case] engine: Engine) {
         );
         assert!(body.get("data").is_none(), "{body}");
     };
-    // Cost: 100 patients, each with 50 bookings, each with its patient's 5 labels.
+    // Cost: 100 patients, each with the 500 bookings it can have, each with its patient's
+    // 20 labels.
     let costly = "{ patients(pagination: { pageSize: 100 }) { data { bookings(start: \"2031-01-01\", end: \"2031-01-02\") { patient { labels { text } } } } } }";
     let body = app.gql(Some(&app.admin_token), costly, json!({})).await;
-    refused(&body, "cost", 1 + 100 * (1 + (1 + 50 * (1 + 6))), 10_000);
+    refused(&body, "cost", 1 + 100 * (1 + (1 + 500 * (1 + 21))), 10_000);
     assert_eq!(
         body["extensions"]["cost"],
-        json!({ "requested": 35_201, "limit": 10_000 })
+        json!({ "requested": 1_100_201, "limit": 10_000 })
     );
     // The page size may come from a variable.
     let paged = "query($p: Pagination) { patients(pagination: $p) { data { id firstName lastName email } } }";

@@ -174,7 +174,7 @@ async fn a_bad_key_is_refused_and_a_query_ignores_its_key(#[case] engine: Engine
 #[case::postgres(Engine::Postgres)]
 #[tokio::test]
 async fn keys_expire_after_a_day_and_unfinished_claims_are_taken_over(#[case] engine: Engine) {
-    use practice_api::store::idempotency::{Claim, Claimed, Reclaim, StoredResponse};
+    use practice_api::store::idempotency::{Claimed, Key, Reclaim, StoredResponse};
     let app = spawn!(engine);
     let tokens = app.ok("{ apiTokens { id } }", json!({})).await;
     let token_id = tokens["apiTokens"][0]["id"].as_str().expect("token id");
@@ -185,12 +185,13 @@ async fn keys_expire_after_a_day_and_unfinished_claims_are_taken_over(#[case] en
         expired_before: at - 24 * hour,
         abandoned_before: at - 60_000,
     };
-    let claim = |request_hash| Claim {
-        token_id,
-        key: "k",
-        request_hash,
+    let claim = |request_hash: &str| Key {
+        token_id: token_id.to_string(),
+        key: "k".into(),
+        request_hash: request_hash.into(),
     };
-    let claimed = |c, at| practice.claim_idempotency_key(c, at, reclaim(at));
+    let claimed =
+        |c: Key, at| async move { practice.claim_idempotency_key(&c, at, reclaim(at)).await };
 
     assert!(matches!(claimed(claim("a"), now).await, Ok(Claimed::Mine)));
     // Unfinished: a retry waits, until the claim is abandoned; then the same request may
@@ -211,9 +212,10 @@ async fn keys_expire_after_a_day_and_unfinished_claims_are_taken_over(#[case] en
         status: 200,
         content_type: "application/json".into(),
         response: "{}".into(),
+        reads: None,
     };
     practice
-        .finish_idempotency_key(claim("a"), &response)
+        .finish_idempotency_key(&claim("a"), &response)
         .await
         .expect("finish");
     match claimed(claim("a"), now + 23 * hour).await {

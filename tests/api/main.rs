@@ -7,6 +7,7 @@ mod auth;
 mod bookings;
 mod cli;
 mod faults;
+mod hardening;
 mod http;
 mod idempotency;
 mod instances;

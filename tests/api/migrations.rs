@@ -11,13 +11,16 @@ use sqlx::Connection;
 use crate::helpers::{Engine, TestDatabase};
 
 /// Objects of SQLite alone: the full-text table of patient search (and the tables FTS5 keeps
-/// for it), its triggers, and the triggers of the no-overlap rule.
+/// for it), the numbers of its rows and practices, its triggers, and the triggers of the
+/// no-overlap rule.
 const SQLITE_ONLY_TABLES: &[&str] = &[
     "patients_search",
     "patients_search_config",
     "patients_search_data",
     "patients_search_docsize",
     "patients_search_idx",
+    "patients_search_practices",
+    "patients_search_rows",
 ];
 const SQLITE_ONLY_TRIGGERS: &[&str] = &[
     "bookings_no_overlap_insert",

@@ -58,6 +58,11 @@ const ALLOWED_CODES: &[&str] = &[
     "GRAPHQL_VALIDATION_FAILED",
     // Added with the query limits (README, "Query limits"): a document over a limit.
     "QUERY_TOO_COMPLEX",
+    // A refusal whose payload's `error` the document did not select, and a persisted query's
+    // unknown hash.
+    "NOT_FOUND",
+    "REFUSED",
+    "PERSISTED_QUERY_NOT_FOUND",
 ];
 /// Largest nesting the bombs try (braces, list and object literals).
 const MAX_NESTING: usize = 3000;

@@ -2,12 +2,13 @@
 //! practice's refusals (`crate::domain`): a refusal goes in `error`; an input that breaks a
 //! rule of its own is a GraphQL error (BAD_USER_INPUT) instead.
 
-use async_graphql::{Error, OutputType, Result, SimpleObject};
+use async_graphql::{Context, Error, OutputType, Result, SimpleObject};
 use chrono::{TimeZone, Utc};
 
 use super::{Appointment, Booking, Label, Location, Patient};
-use crate::domain::{Change, Denied, Invalid, PatientState, Record, Refusal};
-use crate::graphql::error::bad_input;
+use crate::auth::{Access, Resource};
+use crate::domain::{Bound, Change, Denied, Invalid, PatientState, Record, Refusal};
+use crate::graphql::error::{bad_input, code, coded};
 
 /// What a mutation returns: the record it affected, or a sentence saying why nothing changed.
 #[derive(SimpleObject)]
@@ -32,10 +33,11 @@ impl<T: OutputType> ResponsePayload<T> {
         }
     }
 
-    pub fn refused(refusal: &Refusal) -> Self {
+    /// A refusal, in the sentence this caller may read (see [`refusal`]).
+    pub fn refused(ctx: &Context<'_>, refusal: &Refusal) -> Self {
         ResponsePayload {
             data: None,
-            error: Some(sentence(refusal)),
+            error: Some(self::refusal(ctx, refusal)),
         }
     }
 }
@@ -43,23 +45,45 @@ impl<T: OutputType> ResponsePayload<T> {
 /// The envelope of a change: the record, made into its GraphQL object by `wrap`, or the
 /// refusal's sentence; an invalid input is an error.
 pub fn envelope<S, T: OutputType>(
+    ctx: &Context<'_>,
     change: Change<S>,
     wrap: impl FnOnce(S) -> T,
 ) -> Result<Option<ResponsePayload<T>>> {
     match change {
         Ok(record) => Ok(Some(ResponsePayload::ok(wrap(record)))),
-        Err(denied) => Ok(Some(ResponsePayload {
-            data: None,
-            error: Some(self::denied(denied)?),
-        })),
+        Err(Denied::Refused(refusal)) => Ok(Some(ResponsePayload::refused(ctx, &refusal))),
+        Err(Denied::Invalid(invalid)) => Err(invalid_input(invalid)),
     }
 }
 
-/// The sentence of a refusal, or the error of an invalid input.
-pub fn denied(denied: Denied) -> Result<String> {
-    match denied {
-        Denied::Refused(refusal) => Ok(sentence(&refusal)),
-        Denied::Invalid(invalid) => Err(invalid_input(invalid)),
+/// The sentence of a refusal for the caller of `ctx`, also reported as a GraphQL error when
+/// the document did not select the payload's `error` (see [`unselected`]).
+pub fn refusal(ctx: &Context<'_>, refusal: &Refusal) -> String {
+    let may_read_users = crate::graphql::access::principal(ctx)
+        .is_ok_and(|p| p.permissions.allows(Resource::Users, Access::Read));
+    let sentence = match refusal {
+        // A staff user's name is theirs to read who may read users.
+        Refusal::NotADoctor { id, .. } if !may_read_users => {
+            format!("The staff user with id {id} is not a doctor and cannot be booked")
+        }
+        other => sentence(other),
+    };
+    let code = match refusal {
+        Refusal::NotFound(..) => code::NOT_FOUND,
+        _ => code::REFUSED,
+    };
+    unselected(ctx, code, &sentence);
+    sentence
+}
+
+/// A payload's `error` is the only place a client that selected it learns why a mutation
+/// changed nothing. One that did not select it (the specification's own `signIn { token }`)
+/// would be told nothing at all: it gets the reason as a GraphQL error too, with a code, at the
+/// mutation's path.
+pub fn unselected(ctx: &Context<'_>, code: &'static str, message: &str) {
+    if !ctx.look_ahead().field("error").exists() {
+        let error = coded(code, message).into_server_error(ctx.item.pos);
+        ctx.add_error(ctx.set_error_path(error));
     }
 }
 
@@ -72,7 +96,7 @@ fn invalid_input(invalid: Invalid) -> Error {
 }
 
 /// A refusal, in a sentence for the person behind the client.
-pub fn sentence(refusal: &Refusal) -> String {
+fn sentence(refusal: &Refusal) -> String {
     match refusal {
         Refusal::NotFound(record, id) => format!("No {} with id {id}", record_name(*record)),
         Refusal::LabelNotInCatalogue(id) => {
@@ -93,7 +117,9 @@ pub fn sentence(refusal: &Refusal) -> String {
             format!("The label \"{title}\" is already on this patient")
         }
         Refusal::LabelNotOnPatient(id) => format!("This patient has no label with id {id}"),
-        Refusal::NotADoctor { name } => format!("{name} is not a doctor and cannot be booked"),
+        Refusal::NotADoctor { name, .. } => {
+            format!("{name} is not a doctor and cannot be booked")
+        }
         Refusal::DoctorBusy(Some(busy)) => {
             let at = |ms: i64| Utc.timestamp_millis_opt(ms).single().unwrap_or_default();
             format!(
@@ -120,6 +146,22 @@ pub fn sentence(refusal: &Refusal) -> String {
         }
         Refusal::Taken(record, name) => {
             format!("A {} named \"{name}\" already exists", record_name(*record))
+        }
+        Refusal::TooMany(bound) => {
+            let max = bound.max();
+            match bound {
+                Bound::LabelsOnPatient => {
+                    format!("A patient has at most {max} labels: take one off first")
+                }
+                Bound::Locations => format!("A practice has at most {max} locations"),
+                Bound::AppointmentTypes => {
+                    format!("A practice has at most {max} appointment types")
+                }
+                Bound::ApiTokens => format!(
+                    "A practice has at most {max} API tokens that are neither revoked nor \
+                     expired: revoke one first"
+                ),
+            }
         }
     }
 }

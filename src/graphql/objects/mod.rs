@@ -17,7 +17,7 @@ mod user;
 
 pub use audit_event::AuditEventData;
 pub use booking::BookingData;
-pub use envelope::{ResponsePayload, denied, envelope, sentence};
+pub use envelope::{ResponsePayload, envelope, refusal, unselected};
 pub use label::{Label, LabelData};
 pub use location::{Address, Appointment, Location};
 pub use page::{PageInfo, items};

@@ -1,6 +1,7 @@
 //! The last stage: the operation runs with what its resolvers need (the caller, the batch
-//! loaders, the read log), the reads of patient data it made are recorded, and its response
-//! is written: every error with a code, failed fields null, fields in selection order.
+//! loaders, the read log) and its response is written, every error with a code, failed fields
+//! null, fields in selection order ([`run`]); then the reads of patient data it made are
+//! recorded, and only then may it leave ([`deliver`]).
 
 use std::sync::Arc;
 
@@ -17,7 +18,7 @@ use crate::graphql::error::code;
 use crate::graphql::read_log::ReadLog;
 use crate::graphql::{ApiSchema, ClientAddress, loaders};
 use crate::store::Store;
-use crate::store::audit::Reads;
+use crate::store::audit::{Read, Reads};
 
 /// An operation's response.
 #[derive(Clone, Debug, PartialEq)]
@@ -29,24 +30,40 @@ pub struct Executed {
     pub ran: bool,
 }
 
-/// Runs `prepared` for `caller`. Reads of patient data are recorded before the response is
-/// returned: a query's, and what a mutation's result reaches beyond its own record.
-pub async fn execute(
+/// An operation that has run, whose reads of patient data are not recorded yet: nothing of it
+/// may leave before they are (see [`deliver`]).
+pub struct Ran {
+    pub executed: Executed,
+    /// Who read what, when a principal ran it.
+    reads: Option<Reads>,
+    /// What the query cost, for a refusal to say.
+    cost: Value,
+}
+
+impl Ran {
+    /// The reads of patient data the response carries.
+    pub fn reads(&self) -> &[Read] {
+        self.reads.as_ref().map_or(&[], |r| &r.reads)
+    }
+}
+
+/// Runs `prepared` for `caller`: the reads of patient data it makes are noted as resolvers
+/// hand them out, a query's and what a mutation's result reaches beyond its own record.
+pub async fn run(
     schema: &ApiSchema,
     store: &Store,
-    reads: &ReadAudit,
     prepared: Prepared,
     caller: Caller,
-) -> Result<Executed, Rejection> {
-    let Some(definition) = prepared.definition() else {
+) -> Result<Ran, Rejection> {
+    let chosen = prepared.chosen();
+    if chosen.definition().is_none() {
         // The prepare stage chose it; a document without it cannot have come from there.
         return Err(Rejection::new(
             Stop::Document,
             code::GRAPHQL_VALIDATION_FAILED,
             "The operation to run is not in the document",
         ));
-    };
-    let selection = definition.node.selection_set.node.clone();
+    }
     let Prepared {
         query,
         variables,
@@ -67,6 +84,9 @@ pub async fn execute(
     }
     request.set_parsed_query((*document).clone());
     let mut request = request.data(ClientAddress(caller.address));
+    if let Some(key) = caller.key {
+        request = request.data(key);
+    }
     let mut log = None;
     if let Some(principal) = caller.principal {
         let read_log = Arc::new(ReadLog::new(operation.roots.clone()));
@@ -82,30 +102,40 @@ pub async fn execute(
         request = request.data(read_log).data(principal);
     }
     let response = schema.execute(request).await;
-    if let Some((log, practice_id, actor)) = log {
-        let recorded = reads
-            .record(Reads {
-                practice_id,
-                actor,
-                reads: log.take(),
-            })
-            .await;
-        if !recorded {
-            return Err(Rejection::new(
-                Stop::Unavailable,
-                code::SERVICE_UNAVAILABLE,
-                "The audit log could not be written, so the data read is withheld; try again \
-                 shortly",
-            )
-            .with_cost(cost));
-        }
-    }
+    let reads = log.map(|(log, practice_id, actor)| Reads {
+        practice_id,
+        actor,
+        reads: log.take(),
+    });
     let mut executed = render(response, caller.request_id.as_deref());
-    if let Some(data) = executed.body.get_mut("data") {
-        in_selection_order(data, &selection, &document);
+    if let (Some(data), Some(definition)) = (executed.body.get_mut("data"), chosen.definition()) {
+        in_selection_order(data, &definition.node.selection_set.node, chosen.document());
     }
-    executed.body["extensions"]["cost"] = cost;
-    Ok(executed)
+    executed.body["extensions"]["cost"] = cost.clone();
+    Ok(Ran {
+        executed,
+        reads,
+        cost,
+    })
+}
+
+/// Records the reads of an operation that ran, and then hands its response over; if they
+/// cannot be recorded, the data is withheld.
+pub async fn deliver(audit: &ReadAudit, ran: Ran) -> Result<Executed, Rejection> {
+    let recorded = match ran.reads {
+        Some(reads) => audit.record(reads).await,
+        None => true,
+    };
+    if !recorded {
+        return Err(Rejection::new(
+            Stop::Unavailable,
+            code::SERVICE_UNAVAILABLE,
+            "The audit log could not be written, so the data read is withheld; try again \
+             shortly",
+        )
+        .with_cost(ran.cost));
+    }
+    Ok(ran.executed)
 }
 
 /// Writes an executed response: every error gets a code, an internal error names the request

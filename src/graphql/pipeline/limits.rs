@@ -3,17 +3,23 @@
 //! server a parse and nothing more; a rejection names the limit and the query's value.
 //!
 //! Cost: every field costs 1, and a field that returns a list multiplies the cost of what is
-//! selected under it by how many items it can return: its `pageSize` for paged lists
-//! (default 25), a fixed weight for the others (see [`list_weight`]).
+//! selected under it by how many items it can return: its `pageSize` for paged lists (default
+//! 25), the bound of `domain::limits` for the others (see [`WEIGHTS`]). A search costs what
+//! it can touch on top. Arguments are read as the executor will read them: from the
+//! variables, or from the variables' defaults.
 
 use std::collections::HashMap;
 
-use async_graphql::Positioned;
-use async_graphql::Value as ConstValue;
 use async_graphql::parser::types::{
-    ExecutableDocument, Field, OperationDefinition, Selection, SelectionSet,
+    BaseType, ExecutableDocument, Field, OperationDefinition, OperationType, Selection,
+    SelectionSet, Type, TypeKind, TypeSystemDefinition,
 };
+use async_graphql::{Name, Positioned, Value as ConstValue, Variables};
 
+use crate::domain::limits::{
+    MAX_API_TOKENS, MAX_APPOINTMENT_TYPES, MAX_LABELS_PER_PATIENT, MAX_LOCATIONS,
+    MAX_PATIENT_BOOKINGS, MAX_SEARCH_MATCHES, MIN_INDEXED_SEARCH_CHARS,
+};
 use crate::graphql::pagination::DEFAULT_PAGE_SIZE;
 
 /// The limits a document must keep to.
@@ -100,51 +106,115 @@ impl Limits {
     }
 }
 
-/// How many items a list field can return, for the cost of what is selected under it.
-/// Paged lists return their page size; the others their usual most. `nested` is true below
-/// the root (where `labels` and `bookings` are a patient's).
-fn list_weight(field: &Field, nested: bool, variables: &async_graphql::Variables) -> u64 {
-    let argument = |arg: &str| {
-        field
-            .arguments
+/// How many items a field's list can hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Weight {
+    /// A page: its `pagination: { pageSize }` argument, 25 by default.
+    Paged,
+    /// A page chosen by its own `pageSize` argument, 25 by default.
+    PageSize,
+    /// At most this many.
+    AtMost(usize),
+}
+
+/// Every field that returns a list of objects, or a page of them, and how many items it can
+/// return. A test fails when the schema has a list of objects that is not here.
+const WEIGHTS: &[(&str, &str, Weight)] = &[
+    ("Query", "patients", Weight::Paged),
+    ("Query", "bookings", Weight::Paged),
+    ("Query", "labels", Weight::Paged),
+    ("Query", "users", Weight::Paged),
+    ("Query", "auditEvents", Weight::Paged),
+    ("Query", "locations", Weight::AtMost(MAX_LOCATIONS)),
+    (
+        "Query",
+        "appointmentTypes",
+        Weight::AtMost(MAX_APPOINTMENT_TYPES),
+    ),
+    ("Query", "apiTokens", Weight::AtMost(MAX_API_TOKENS)),
+    ("Patient", "labels", Weight::AtMost(MAX_LABELS_PER_PATIENT)),
+    // One phone is kept today.
+    ("Patient", "phones", Weight::AtMost(1)),
+    ("Patient", "bookings", Weight::AtMost(MAX_PATIENT_BOOKINGS)),
+    ("User", "bookings", Weight::PageSize),
+    // The items of a page: the field that returned the page weighed them.
+    ("PatientData", "data", Weight::AtMost(1)),
+    ("BookingData", "data", Weight::AtMost(1)),
+    ("LabelData", "data", Weight::AtMost(1)),
+    ("UserData", "data", Weight::AtMost(1)),
+    ("AuditEventData", "data", Weight::AtMost(1)),
+];
+
+/// The extra cost of a search: what it can touch. One of three characters or more reads at
+/// most [`MAX_SEARCH_MATCHES`] patients through the index (a hundredth of a cost unit each);
+/// a shorter one reads every patient of the practice, and costs half of the default limit.
+fn search_cost(search: &str) -> u64 {
+    match search.trim().chars().count() {
+        0 => 0,
+        n if n < MIN_INDEXED_SEARCH_CHARS => 5_000,
+        _ => (MAX_SEARCH_MATCHES / 20) as u64,
+    }
+}
+
+/// The schema's fields as costing needs them: the type each returns.
+#[derive(Clone, Debug, Default)]
+pub struct Shapes {
+    returns: HashMap<(String, String), String>,
+    lists: Vec<(String, String)>,
+}
+
+impl Shapes {
+    /// The shapes of the schema written in `sdl`.
+    pub fn of_sdl(sdl: &str) -> Shapes {
+        let mut shapes = Shapes::default();
+        let Ok(doc) = async_graphql::parser::parse_schema(sdl) else {
+            return shapes;
+        };
+        let objects: Vec<String> = doc
+            .definitions
             .iter()
-            .find(|(n, _)| n.node == arg)
-            .and_then(|(_, v)| {
-                v.node
-                    .clone()
-                    .into_const_with(|name| {
-                        Ok::<_, ()>(variables.get(&name).cloned().unwrap_or(ConstValue::Null))
-                    })
-                    .ok()
+            .filter_map(|d| match d {
+                TypeSystemDefinition::Type(t) if matches!(t.node.kind, TypeKind::Object(_)) => {
+                    Some(t.node.name.node.to_string())
+                }
+                _ => None,
             })
-    };
-    let page_size = |value: Option<ConstValue>| {
-        match value {
-            Some(ConstValue::Number(n)) => n.as_u64(),
-            _ => None,
-        }
-        .unwrap_or(u64::from(DEFAULT_PAGE_SIZE))
-        .max(1)
-    };
-    match (field.name.node.as_str(), nested) {
-        // User.bookings(start, end, page, pageSize).
-        ("bookings", true) if field.arguments.iter().any(|(n, _)| n.node == "start") => {
-            if field.arguments.iter().any(|(n, _)| n.node == "pageSize") {
-                page_size(argument("pageSize"))
-            } else {
-                // Patient.bookings returns up to 500; a patient has a few dozen at most.
-                50
+            .collect();
+        for definition in &doc.definitions {
+            let TypeSystemDefinition::Type(t) = definition else {
+                continue;
+            };
+            let TypeKind::Object(object) = &t.node.kind else {
+                continue;
+            };
+            for field in &object.fields {
+                let key = (
+                    t.node.name.node.to_string(),
+                    field.node.name.node.to_string(),
+                );
+                let (name, list) = element(&field.node.ty.node);
+                if list && objects.contains(&name) {
+                    shapes.lists.push(key.clone());
+                }
+                shapes.returns.insert(key, name);
             }
         }
-        ("labels", true) | ("phones", _) => 5,
-        ("patients" | "labels" | "bookings" | "users" | "auditEvents", _) => {
-            match argument("pagination") {
-                Some(ConstValue::Object(p)) => page_size(p.get("pageSize").cloned()),
-                _ => u64::from(DEFAULT_PAGE_SIZE),
-            }
-        }
-        ("locations" | "appointmentTypes" | "apiTokens", _) => 20,
-        _ => 1,
+        shapes
+    }
+
+    /// The type `field` of `parent` returns (its items' type, for a list).
+    fn returns(&self, parent: &str, field: &str) -> Option<&str> {
+        self.returns
+            .get(&(parent.to_string(), field.to_string()))
+            .map(String::as_str)
+    }
+}
+
+/// A type's innermost named type, and whether it is a list.
+fn element(ty: &Type) -> (String, bool) {
+    match &ty.base {
+        BaseType::Named(name) => (name.to_string(), false),
+        BaseType::List(inner) => (element(inner).0, true),
     }
 }
 
@@ -198,40 +268,58 @@ pub fn bracket_nesting(document: &str) -> usize {
     deepest
 }
 
-/// Measures the operation `op` of `doc`.
+/// Measures the operation `op` of `doc`, with `variables` as sent.
 pub fn measure(
+    shapes: &Shapes,
     doc: &ExecutableDocument,
     op: &Positioned<OperationDefinition>,
-    variables: &async_graphql::Variables,
+    variables: &Variables,
 ) -> Measure {
+    // What the executor will read: the variables sent, else their defaults.
+    let mut values = variables.clone();
+    for definition in &op.node.variable_definitions {
+        let name = &definition.node.name.node;
+        if !values.contains_key(name)
+            && let Some(default) = &definition.node.default_value
+        {
+            values.insert(name.clone(), default.node.clone());
+        }
+    }
+    let root = match op.node.ty {
+        OperationType::Query => "Query",
+        OperationType::Mutation => "Mutation",
+        OperationType::Subscription => "Subscription",
+    };
     let mut walker = Walker {
+        shapes,
         doc,
-        variables,
+        variables: &values,
         measure: Measure::default(),
         fragments: Vec::new(),
         measured: HashMap::new(),
     };
     walker.measure.directives += op.node.directives.len();
-    walker.measure.cost = walker.selection(&op.node.selection_set.node, 1);
+    walker.measure.cost = walker.selection(&op.node.selection_set.node, Some(root), 1);
     walker.measure
 }
 
 struct Walker<'d> {
+    shapes: &'d Shapes,
     doc: &'d ExecutableDocument,
-    variables: &'d async_graphql::Variables,
+    variables: &'d Variables,
     measure: Measure,
     /// Fragments being expanded, against a fragment that spreads itself (the document is not
     /// validated yet).
     fragments: Vec<&'d str>,
-    /// Each fragment's measure, taken once: a fragment spread twice in a fragment spread
-    /// twice ... would otherwise be walked an exponential number of times. Keyed by whether
-    /// it is spread at the root, where lists weigh differently.
-    measured: HashMap<(&'d str, bool), Measure>,
+    /// Each fragment's measure (from depth 1), taken once: a fragment spread twice in a
+    /// fragment spread twice ... would otherwise be walked an exponential number of times.
+    measured: HashMap<&'d str, Measure>,
 }
 
 impl<'d> Walker<'d> {
-    /// The cost of a selection at `depth`, counting aliases and directives on the way.
-    fn selection(&mut self, set: &'d SelectionSet, depth: usize) -> u64 {
+    /// The cost of a selection on type `on` (None when unknown: introspection, a name the
+    /// document made up) at `depth`, counting aliases and directives on the way.
+    fn selection(&mut self, set: &'d SelectionSet, on: Option<&'d str>, depth: usize) -> u64 {
         let mut cost: u64 = 0;
         for item in &set.items {
             let item_cost = match &item.node {
@@ -240,24 +328,28 @@ impl<'d> Walker<'d> {
                     self.measure.depth = self.measure.depth.max(depth);
                     self.measure.aliases += usize::from(field.alias.is_some());
                     self.measure.directives += field.directives.len();
-                    let inner = self.selection(&field.selection_set.node, depth + 1);
-                    let weight = list_weight(field, depth > 1, self.variables);
-                    1u64.saturating_add(weight.saturating_mul(inner))
+                    let name = field.name.node.as_str();
+                    let returns = on.and_then(|parent| self.shapes.returns(parent, name));
+                    let inner = self.selection(&field.selection_set.node, returns, depth + 1);
+                    let weight = on.map_or(1, |parent| self.weight(parent, field));
+                    let own = 1 + on.map_or(0, |parent| self.extra(parent, field));
+                    own.saturating_add(weight.saturating_mul(inner))
                 }
                 Selection::InlineFragment(inline) => {
                     self.measure.directives += inline.node.directives.len();
-                    self.selection(&inline.node.selection_set.node, depth)
+                    let on = match &inline.node.type_condition {
+                        Some(condition) => Some(condition.node.on.node.as_str()),
+                        None => on,
+                    };
+                    self.selection(&inline.node.selection_set.node, on, depth)
                 }
                 Selection::FragmentSpread(spread) => {
                     self.measure.directives += spread.node.directives.len();
-                    let Some(fragment) = self.fragment(&spread.node.fragment_name.node, depth)
-                    else {
+                    let Some(fragment) = self.fragment(&spread.node.fragment_name.node) else {
                         continue;
                     };
-                    // The fragment's own measure was taken from depth 1 (root) or 2.
-                    let base = if depth > 1 { 2 } else { 1 };
                     if fragment.depth > 0 {
-                        let deepest = depth + fragment.depth - base;
+                        let deepest = depth - 1 + fragment.depth;
                         self.measure.depth = self.measure.depth.max(deepest);
                     }
                     self.measure.aliases = self.measure.aliases.saturating_add(fragment.aliases);
@@ -271,24 +363,73 @@ impl<'d> Walker<'d> {
         cost
     }
 
-    /// The measure of a fragment spread at `depth`, taken once per document.
-    fn fragment(&mut self, name: &'d async_graphql::Name, depth: usize) -> Option<Measure> {
-        let key = (name.as_str(), depth > 1);
-        if let Some(known) = self.measured.get(&key) {
+    /// The measure of a fragment, taken once per document.
+    fn fragment(&mut self, name: &'d Name) -> Option<Measure> {
+        if let Some(known) = self.measured.get(name.as_str()) {
             return Some(*known);
         }
-        if self.fragments.contains(&key.0) {
+        if self.fragments.contains(&name.as_str()) {
             return None;
         }
         let fragment = self.doc.fragments.get(name)?;
+        let on = fragment.node.type_condition.node.on.node.as_str();
         let outer = std::mem::take(&mut self.measure);
-        self.fragments.push(key.0);
-        let cost = self.selection(&fragment.node.selection_set.node, if key.1 { 2 } else { 1 });
+        self.fragments.push(name.as_str());
+        let cost = self.selection(&fragment.node.selection_set.node, Some(on), 1);
         self.fragments.pop();
         let mut own = std::mem::replace(&mut self.measure, outer);
         own.cost = cost;
-        self.measured.insert(key, own);
+        self.measured.insert(name.as_str(), own);
         Some(own)
+    }
+
+    /// An argument of `field`, as the executor will read it.
+    fn argument(&self, field: &Field, name: &str) -> Option<ConstValue> {
+        let (_, value) = field.arguments.iter().find(|(n, _)| n.node == name)?;
+        value
+            .node
+            .clone()
+            .into_const_with(|variable| {
+                Ok::<_, ()>(
+                    self.variables
+                        .get(&variable)
+                        .cloned()
+                        .unwrap_or(ConstValue::Null),
+                )
+            })
+            .ok()
+    }
+
+    /// How many items `field` of `parent` can return.
+    fn weight(&self, parent: &str, field: &Field) -> u64 {
+        let name = field.name.node.as_str();
+        let Some((_, _, weight)) = WEIGHTS.iter().find(|(p, f, _)| *p == parent && *f == name)
+        else {
+            return 1;
+        };
+        let page_size = |value: Option<ConstValue>| match value {
+            Some(ConstValue::Number(n)) => n.as_u64().unwrap_or(1).max(1),
+            _ => u64::from(DEFAULT_PAGE_SIZE),
+        };
+        match weight {
+            Weight::AtMost(n) => *n as u64,
+            Weight::PageSize => page_size(self.argument(field, "pageSize")),
+            Weight::Paged => match self.argument(field, "pagination") {
+                Some(ConstValue::Object(p)) => page_size(p.get("pageSize").cloned()),
+                _ => u64::from(DEFAULT_PAGE_SIZE),
+            },
+        }
+    }
+
+    /// What `field` of `parent` costs beyond its 1: a search, what it can touch.
+    fn extra(&self, parent: &str, field: &Field) -> u64 {
+        if (parent, field.name.node.as_str()) != ("Query", "patients") {
+            return 0;
+        }
+        match self.argument(field, "search") {
+            Some(ConstValue::String(search)) => search_cost(&search),
+            _ => 0,
+        }
     }
 }
 
@@ -296,6 +437,12 @@ impl<'d> Walker<'d> {
 mod tests {
     use super::*;
     use async_graphql::parser::parse_query;
+
+    fn shapes() -> &'static Shapes {
+        static SHAPES: std::sync::LazyLock<Shapes> =
+            std::sync::LazyLock::new(|| Shapes::of_sdl(&crate::graphql::sdl()));
+        &SHAPES
+    }
 
     fn measure_of(query: &str, variables: serde_json::Value) -> Measure {
         let doc = parse_query(query).expect("parses");
@@ -305,7 +452,7 @@ mod tests {
                 ops.values().next().expect("an operation")
             }
         };
-        measure(&doc, op, &async_graphql::Variables::from_json(variables))
+        measure(shapes(), &doc, op, &Variables::from_json(variables))
     }
 
     #[test]
@@ -318,8 +465,63 @@ mod tests {
             "query($n: Int) { patients(pagination: { pageSize: $n }) { data { id labels { text } } } }",
             serde_json::json!({ "n": 100 }),
         );
-        // patients(1) + 100 × (data(1) + id(1) + labels(1 + 5 × text(1)))
-        assert_eq!(m.cost, 1 + 100 * (1 + 1 + 6));
+        // patients(1) + 100 × (data(1) + id(1) + labels(1 + 20 × text(1)))
+        assert_eq!(m.cost, 1 + 100 * (1 + 1 + 21));
+    }
+
+    #[test]
+    fn variables_weigh_what_the_executor_will_use() {
+        let query =
+            "query($n: Int = 100) { bookings(pagination: { pageSize: $n }) { data { id } } }";
+        assert_eq!(measure_of(query, serde_json::json!({})).cost, 1 + 100 * 2);
+        assert_eq!(
+            measure_of(query, serde_json::json!({ "n": 10 })).cost,
+            1 + 10 * 2
+        );
+        let page =
+            "query($p: Pagination = { pageSize: 90 }) { labels(pagination: $p) { data { id } } }";
+        assert_eq!(measure_of(page, serde_json::json!({})).cost, 1 + 90 * 2);
+    }
+
+    #[test]
+    fn lists_weigh_the_most_they_can_return() {
+        let m = measure_of(
+            "{ patient(id: \"1\") { bookings(start: \"2026-01-01\", end: \"2026-01-02\") { id } } }",
+            serde_json::json!({}),
+        );
+        assert_eq!(m.cost, 1 + 1 + MAX_PATIENT_BOOKINGS as u64);
+        // Types are followed through fragments: the booking's patient's labels weigh 20.
+        let m = measure_of(
+            "{ booking(id: \"1\") { ...B } } fragment B on Booking { patient { labels { id } } }",
+            serde_json::json!({}),
+        );
+        assert_eq!(m.cost, 1 + 1 + 1 + MAX_LABELS_PER_PATIENT as u64);
+    }
+
+    #[test]
+    fn searches_cost_what_they_can_touch() {
+        let search = |s: &str| {
+            measure_of(
+                "query($s: String) { patients(search: $s, pagination: { pageSize: 1 }) { data { id } } }",
+                serde_json::json!({ "s": s }),
+            )
+            .cost
+        };
+        assert_eq!(search(""), 1 + 2);
+        assert_eq!(search("ab"), 1 + 5_000 + 2);
+        assert_eq!(search("abc"), 1 + 100 + 2);
+    }
+
+    /// Every list of objects in the schema weighs what it can return.
+    #[test]
+    fn every_list_has_a_weight() {
+        let missing: Vec<_> = shapes()
+            .lists
+            .iter()
+            .filter(|(parent, field)| !WEIGHTS.iter().any(|(p, f, _)| p == parent && f == field))
+            .collect();
+        assert!(missing.is_empty(), "lists without a weight: {missing:?}");
+        assert!(!shapes().lists.is_empty());
     }
 
     #[test]

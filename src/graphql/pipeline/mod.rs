@@ -9,6 +9,7 @@ mod execute;
 pub mod limits;
 mod order;
 mod params;
+mod persisted;
 mod prepare;
 mod rate_limit;
 mod reads;
@@ -17,19 +18,23 @@ mod rejection;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-pub use execute::Executed;
-pub use limits::Limits;
+pub use execute::{Executed, Ran};
+pub use limits::{Limits, Shapes};
 pub use params::Params;
 pub use prepare::{Operation, Prepared};
 pub use rate_limit::{RateLimits, RateStatus};
+
 pub use rejection::{Rejection, Stop};
 
 use self::documents::Documents;
+use self::persisted::Persisted;
 use self::reads::ReadAudit;
-use crate::auth::{self, AuthError, Principal};
+use crate::auth::{self, AuthError, Missing, Principal};
 use crate::graphql::error::code;
 use crate::graphql::{ApiSchema, ApiSettings, build_schema};
 use crate::store::Store;
+use crate::store::audit::{Read, Reads};
+use crate::store::idempotency::Key;
 
 /// Who a request comes from, as execution needs it.
 #[derive(Clone, Debug, Default)]
@@ -40,6 +45,17 @@ pub struct Caller {
     pub address: Option<IpAddr>,
     /// The id the request's log lines carry, named in internal errors.
     pub request_id: Option<String>,
+    /// The idempotency key the request holds, if it holds one: each of its writes marks it.
+    pub key: Option<Key>,
+}
+
+/// Requests a minute a caller may make.
+#[derive(Clone, Copy, Debug)]
+pub struct Rates {
+    /// Per token (per client address for signIn, which has none).
+    pub per_token: u32,
+    /// Per client address, whatever the token, counted before the token is looked at.
+    pub per_address: u32,
 }
 
 /// What every request shares: the schema and the state of its stages. Cheap to clone.
@@ -48,24 +64,39 @@ pub struct Pipeline {
     schema: ApiSchema,
     store: Store,
     limits: Limits,
+    /// The schema's fields, for the cost of a document.
+    shapes: Arc<Shapes>,
     documents: Documents,
+    persisted: Persisted,
     rate_limits: Arc<RateLimits>,
+    address_limits: Arc<RateLimits>,
     reads: ReadAudit,
 }
 
 impl Pipeline {
-    /// The stages over `store`, with the schema and limits of `settings` and `rate_limit`
-    /// requests a minute per caller. Starts the writer of the audit log's reads.
-    pub fn new(store: Store, settings: ApiSettings, rate_limit: u32) -> Pipeline {
+    /// The stages over `store`, with the schema and limits of `settings`. Starts the writer of
+    /// the audit log's reads.
+    pub fn new(store: Store, settings: ApiSettings, rates: Rates) -> Pipeline {
         let limits = settings.limits;
+        let schema = build_schema(store.clone(), settings);
         Pipeline {
-            schema: build_schema(store.clone(), settings),
+            shapes: Arc::new(Shapes::of_sdl(&schema.sdl())),
+            schema,
             reads: ReadAudit::start(store.clone()),
             store,
             limits,
             documents: Documents::default(),
-            rate_limits: Arc::new(RateLimits::new(rate_limit)),
+            persisted: Persisted::default(),
+            rate_limits: Arc::new(RateLimits::new(rates.per_token, "token")),
+            address_limits: Arc::new(RateLimits::new(rates.per_address, "address")),
         }
+    }
+
+    /// Counts a request against its client address, before anything else is done for it: a
+    /// flood of requests with bad tokens or broken documents is refused as cheaply as possible.
+    pub fn limit_address(&self, address: Option<IpAddr>) -> Result<RateStatus, Rejection> {
+        let key = address.map_or_else(|| "unknown".to_string(), |a| a.to_string());
+        refuse_over(self.address_limits.check(&key))
     }
 
     /// The store the stages use.
@@ -73,9 +104,20 @@ impl Pipeline {
         &self.store
     }
 
+    /// How many requests wait for their reads of patient data to be recorded.
+    pub fn audit_queue_depth(&self) -> usize {
+        self.reads.queued()
+    }
+
+    /// The request with its document, when it sent a persisted query's hash instead (see
+    /// [`persisted`]); refused when it has neither.
+    pub fn resolve(&self, params: Params) -> Result<Params, Rejection> {
+        self.persisted.resolve(params)
+    }
+
     /// Reads the document: see [`prepare::prepare`].
     pub fn prepare(&self, params: Params) -> Result<Prepared, Rejection> {
-        prepare::prepare(params, &self.documents, &self.limits)
+        prepare::prepare(params, &self.documents, &self.limits, &self.shapes)
     }
 
     /// Finds the caller behind `token`. Every operation but signIn needs one, introspection
@@ -119,36 +161,96 @@ impl Pipeline {
             (None, Some(address)) => format!("ip:{address}"),
             (None, None) => "ip:unknown".to_string(),
         };
-        let status = self.rate_limits.check(&key);
-        match status.retry_after {
-            None => Ok(status),
-            Some(retry_after) => Err(Rejection::new(
-                Stop::RateLimited(status),
-                code::RATE_LIMITED,
-                format!(
-                    "Too many requests: the limit is {} a minute; try again in {retry_after} s",
-                    status.limit
-                ),
-            )),
-        }
+        refuse_over(self.rate_limits.check(&key))
     }
 
-    /// Runs the operation: see [`execute::execute`].
+    /// Runs the operation and hands over its response once its reads are recorded.
     pub async fn execute(&self, prepared: Prepared, caller: Caller) -> Result<Executed, Rejection> {
-        execute::execute(&self.schema, &self.store, &self.reads, prepared, caller).await
+        let ran = self.run(prepared, caller).await?;
+        self.deliver(ran).await
+    }
+
+    /// Runs the operation: see [`execute::run`]. Nothing of it may leave before
+    /// [`Pipeline::deliver`].
+    pub async fn run(&self, prepared: Prepared, caller: Caller) -> Result<Ran, Rejection> {
+        execute::run(&self.schema, &self.store, prepared, caller).await
+    }
+
+    /// Records the reads of an operation that ran; then its response may leave.
+    pub async fn deliver(&self, ran: Ran) -> Result<Executed, Rejection> {
+        execute::deliver(&self.reads, ran).await
+    }
+
+    /// Before a response kept for an idempotent retry is sent again: the caller must still be
+    /// allowed every root field of the operation, and the reads of patient data the response
+    /// carries are recorded again, under the caller, now.
+    pub async fn deliver_again(
+        &self,
+        prepared: &Prepared,
+        principal: &Principal,
+        reads: Vec<Read>,
+    ) -> Result<(), Rejection> {
+        let kind = prepared.kind();
+        for field in prepared.operation.roots.values() {
+            if let Err(Missing::Permission(permission)) =
+                auth::may_call(&principal.permissions, kind, field)
+            {
+                return Err(Rejection::new(
+                    Stop::Forbidden,
+                    code::FORBIDDEN,
+                    format!("Missing permission {permission}"),
+                ));
+            }
+        }
+        let reads = Reads {
+            practice_id: principal.practice_id.clone(),
+            actor: principal.actor.clone(),
+            reads,
+        };
+        if self.reads.record(reads).await {
+            Ok(())
+        } else {
+            Err(Rejection::new(
+                Stop::Unavailable,
+                code::SERVICE_UNAVAILABLE,
+                "The audit log could not be written, so the data read is withheld; try again \
+                 shortly",
+            ))
+        }
     }
 
     /// Forgets the rate-limit buckets of idle callers every minute, for as long as the
     /// pipeline lives.
-    pub fn forget_idle_callers(&self) -> tokio::task::JoinHandle<()> {
-        let rate_limits = Arc::downgrade(&self.rate_limits);
-        tokio::spawn(async move {
-            let mut every = tokio::time::interval(RateLimits::FORGET_EVERY);
-            while let Some(limits) = rate_limits.upgrade() {
-                limits.forget_idle();
-                drop(limits);
-                every.tick().await;
-            }
-        })
+    pub fn forget_idle_callers(&self) {
+        for limits in [&self.rate_limits, &self.address_limits] {
+            let limits = Arc::downgrade(limits);
+            tokio::spawn(async move {
+                let mut every = tokio::time::interval(RateLimits::FORGET_EVERY);
+                while let Some(limits) = limits.upgrade() {
+                    limits.forget_idle();
+                    drop(limits);
+                    every.tick().await;
+                }
+            });
+        }
+    }
+}
+
+/// A caller's standing, or its refusal when it is over the limit.
+fn refuse_over(status: RateStatus) -> Result<RateStatus, Rejection> {
+    match status.retry_after {
+        None => Ok(status),
+        Some(retry_after) => Err({
+            metrics::counter!("practice_rate_limited_total", "policy" => status.policy)
+                .increment(1);
+            Rejection::new(
+                Stop::RateLimited(status),
+                code::RATE_LIMITED,
+                format!(
+                    "Too many requests: the limit is {} a minute per {}; try again in {retry_after} s",
+                    status.limit, status.policy
+                ),
+            )
+        }),
     }
 }

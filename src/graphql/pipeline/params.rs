@@ -16,10 +16,12 @@ pub struct Params {
 impl Params {
     /// Reads the parameters from a JSON object; an error says which one is wrong.
     pub fn from_object(object: Map<String, Value>) -> Result<Params, String> {
+        // The query may be left out when a persisted query's hash stands for it (see
+        // `persisted`); otherwise a request without one is refused there.
         let query = match object.get("query") {
             Some(Value::String(q)) => q.clone(),
             Some(_) => return Err("\"query\" must be a string".into()),
-            None => return Err("the request has no \"query\"".into()),
+            None => String::new(),
         };
         let map = |key: &str| match object.get(key) {
             None | Some(Value::Null) => Ok(None),
@@ -80,7 +82,13 @@ mod tests {
         assert!(p.variables.is_some());
         assert!(Params::from_object(object(json!({ "query": 1 }))).is_err());
         assert!(Params::from_object(object(json!({ "query": "{a}", "variables": "x" }))).is_err());
-        assert!(Params::from_object(object(json!({ "variables": {} }))).is_err());
+        assert_eq!(
+            Params::from_object(object(json!({ "variables": {} })))
+                .expect("read")
+                .query,
+            "",
+            "a persisted query may leave it out"
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ use async_graphql::{Name, Positioned};
 use serde_json::{Value, json};
 
 use super::documents::Documents;
-use super::limits::{self, Exceeded, Limits, Measure};
+use super::limits::{self, Exceeded, Limits, Measure, Shapes};
 use super::params::Params;
 use super::rejection::{Rejection, Stop};
 use crate::auth::OperationKind;
@@ -56,19 +56,44 @@ impl Prepared {
 
     /// The chosen operation's definition.
     pub fn definition(&self) -> Option<&Positioned<OperationDefinition>> {
-        match (&self.document.operations, &self.chosen) {
-            (DocumentOperations::Single(operation), _) => Some(operation),
-            (DocumentOperations::Multiple(operations), Some(key)) => operations.get(key),
-            (DocumentOperations::Multiple(_), None) => None,
+        definition(&self.document, self.chosen.as_ref())
+    }
+
+    /// The chosen operation, as a handle that outlives this request's other parts.
+    pub fn chosen(&self) -> Chosen {
+        Chosen {
+            document: self.document.clone(),
+            key: self.chosen.clone(),
         }
     }
 }
 
-/// Prepares `params` under `limits`, parsing through `documents`.
+/// The document and which of its operations a request runs.
+#[derive(Clone, Debug)]
+pub struct Chosen {
+    document: Arc<ExecutableDocument>,
+    key: Option<Name>,
+}
+
+impl Chosen {
+    /// The chosen operation's definition.
+    pub fn definition(&self) -> Option<&Positioned<OperationDefinition>> {
+        definition(&self.document, self.key.as_ref())
+    }
+
+    /// The document it is in.
+    pub fn document(&self) -> &ExecutableDocument {
+        &self.document
+    }
+}
+
+/// Prepares `params` under `limits`, parsing through `documents`, measuring by the schema's
+/// `shapes`.
 pub fn prepare(
     params: Params,
     documents: &Documents,
     limits: &Limits,
+    shapes: &Shapes,
 ) -> Result<Prepared, Rejection> {
     if params.has_nul() {
         // No database text column can hold U+0000 (PostgreSQL refuses it outright), and no
@@ -107,7 +132,7 @@ pub fn prepare(
     }
     let variables =
         async_graphql::Variables::from_json(Value::Object(params.variables.unwrap_or_default()));
-    let measure = limits::measure(&document, definition, &variables);
+    let measure = limits::measure(shapes, &document, definition, &variables);
     let cost = json!({ "requested": measure.cost, "limit": limits.max_cost });
     limits
         .check(&measure)
@@ -122,6 +147,18 @@ pub fn prepare(
         cost,
         chosen,
     })
+}
+
+/// The definition of the operation of `document` under `key` (None: its only, anonymous one).
+fn definition<'d>(
+    document: &'d ExecutableDocument,
+    key: Option<&Name>,
+) -> Option<&'d Positioned<OperationDefinition>> {
+    match (&document.operations, key) {
+        (DocumentOperations::Single(operation), _) => Some(operation),
+        (DocumentOperations::Multiple(operations), Some(key)) => operations.get(key),
+        (DocumentOperations::Multiple(_), None) => None,
+    }
 }
 
 /// The operation a request runs, by the GraphQL rules ("GetOperation"): the one named, or the
@@ -151,6 +188,20 @@ fn choose<'d>(
 }
 
 impl Operation {
+    /// The operation's name as metrics label it: its one root field, "multiple", or
+    /// "unknown" for a field the schema does not have (the label set stays the schema's).
+    pub fn metric_name(&self) -> &'static str {
+        let mut fields = self.roots.values();
+        match (fields.next(), fields.next()) {
+            (Some(field), None) => crate::auth::OPERATIONS
+                .iter()
+                .find(|(kind, name, _)| *kind == self.kind && name == field)
+                .map_or("unknown", |(_, name, _)| name),
+            (Some(_), Some(_)) => "multiple",
+            (None, _) => "none",
+        }
+    }
+
     fn of(
         name: Option<String>,
         definition: &Positioned<OperationDefinition>,
@@ -235,7 +286,8 @@ mod tests {
             operation_name: name.map(str::to_string),
             ..Params::default()
         };
-        prepare(params, &Documents::default(), &Limits::default())
+        let shapes = Shapes::of_sdl(&crate::graphql::sdl());
+        prepare(params, &Documents::default(), &Limits::default(), &shapes)
     }
 
     fn operation(query: &str, name: Option<&str>) -> Operation {

@@ -17,15 +17,24 @@ use governor::{Quota, RateLimiter};
 type Limiter =
     RateLimiter<String, DefaultKeyedStateStore<String>, DefaultClock, StateInformationMiddleware>;
 
-/// The per-token buckets of one instance.
+/// Most buckets kept at once: past this, idle ones are forgotten at once, and if every one is
+/// busy, new callers are refused until some are (a flood of fresh addresses cannot grow the
+/// map without bound).
+const MAX_BUCKETS: usize = 100_000;
+
+/// The buckets of one instance, per token or per client address.
 pub struct RateLimits {
     limiter: Limiter,
     per_minute: u32,
+    /// What the buckets count by, as the `RateLimit-Policy` header names it.
+    policy: &'static str,
 }
 
 /// Where a caller stands after a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RateStatus {
+    /// What the limit counts by: "token", "address".
+    pub policy: &'static str,
     /// Requests a minute.
     pub limit: u32,
     /// How many more requests may follow at once.
@@ -37,25 +46,40 @@ pub struct RateStatus {
 }
 
 impl RateLimits {
-    /// `per_minute` requests a minute per key (at least 1).
-    pub fn new(per_minute: u32) -> RateLimits {
+    /// `per_minute` requests a minute per key (at least 1), counted by `policy`.
+    pub fn new(per_minute: u32, policy: &'static str) -> RateLimits {
         let per_minute = per_minute.max(1);
         let quota = Quota::per_minute(NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN));
         RateLimits {
             limiter: RateLimiter::keyed(quota).with_middleware::<StateInformationMiddleware>(),
             per_minute,
+            policy,
         }
     }
 
-    /// Counts a request of `key` (a token id, or `ip:ADDRESS`).
+    /// Counts a request of `key` (a token id, or an address).
     pub fn check(&self, key: &str) -> RateStatus {
         let limit = self.per_minute;
+        let policy = self.policy;
+        if self.limiter.len() >= MAX_BUCKETS {
+            self.limiter.retain_recent();
+            if self.limiter.len() >= MAX_BUCKETS {
+                return RateStatus {
+                    policy,
+                    limit,
+                    remaining: 0,
+                    reset: 60,
+                    retry_after: Some(60),
+                };
+            }
+        }
         match self.limiter.check_key(&key.to_string()) {
             Ok(state) => {
                 let remaining = state.remaining_burst_capacity();
                 // One request refills every 60/limit s.
                 let used = u64::from(limit.saturating_sub(remaining));
                 RateStatus {
+                    policy,
                     limit,
                     remaining,
                     reset: (used * 60).div_ceil(u64::from(limit)),
@@ -66,6 +90,7 @@ impl RateLimits {
                 let wait = not_until.wait_time_from(DefaultClock::default().now());
                 let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
                 RateStatus {
+                    policy,
                     limit,
                     remaining: 0,
                     reset: seconds,
@@ -95,7 +120,7 @@ mod tests {
 
     #[test]
     fn counts_each_key_on_its_own() {
-        let limits = RateLimits::new(3);
+        let limits = RateLimits::new(3, "token");
         for remaining in [2, 1, 0] {
             let status = limits.check("a");
             assert_eq!((status.remaining, status.retry_after), (remaining, None));

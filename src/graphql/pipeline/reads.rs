@@ -51,6 +51,11 @@ impl ReadAudit {
         ReadAudit { queue }
     }
 
+    /// How many requests wait for their reads to be recorded.
+    pub fn queued(&self) -> usize {
+        self.queue.max_capacity() - self.queue.capacity()
+    }
+
     /// Records one request's reads; true once they are committed, false if they could not
     /// be.
     pub async fn record(&self, reads: Reads) -> bool {

@@ -20,6 +20,8 @@ pub enum Stop {
     Document,
     /// No valid token.
     Unauthenticated,
+    /// The token may not do this.
+    Forbidden,
     /// The caller is over its rate limit.
     RateLimited(RateStatus),
     /// The operation cannot be sent this way (a mutation over GET).
@@ -34,6 +36,8 @@ pub enum Stop {
     InProgress,
     /// The idempotency key was used for another request.
     KeyReused,
+    /// The idempotency key's request wrote, and its answer was lost with its server.
+    AnswerLost,
     /// The server cannot answer now (the database, the audit log, the time limit): try again.
     Unavailable,
 }

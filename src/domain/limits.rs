@@ -1,0 +1,26 @@
+//! The bounds on what a practice keeps, each enforced where the record is written and each
+//! the weight of its list in a query's cost (`graphql::pipeline::limits`): a list can never
+//! return more than its bound, so a query's cost is what it can really cost.
+
+/// Most labels on one patient.
+pub const MAX_LABELS_PER_PATIENT: usize = 20;
+/// Most bookings `Patient.bookings` returns.
+pub const MAX_PATIENT_BOOKINGS: usize = 500;
+/// Most locations a practice has.
+pub const MAX_LOCATIONS: usize = 200;
+/// Most appointment types a practice has.
+pub const MAX_APPOINTMENT_TYPES: usize = 200;
+/// Most API tokens a practice has that are not revoked, and most that `apiTokens` lists
+/// (the newest).
+pub const MAX_API_TOKENS: usize = 200;
+/// Most permissions one token carries.
+pub const MAX_PERMISSIONS: usize = 100;
+/// The furthest row a page may reach (page × pageSize): deeper pages of a list are read by
+/// narrowing it (search, date ranges), not by paging through it.
+pub const MAX_PAGE_END: u64 = 10_000;
+/// Most patients a search of three characters or more may match before it is refused as too
+/// broad: what one search can touch.
+pub const MAX_SEARCH_MATCHES: usize = 2_000;
+/// Shortest search that patients' search index can answer; a shorter one reads every
+/// patient of the practice.
+pub const MIN_INDEXED_SEARCH_CHARS: usize = 3;

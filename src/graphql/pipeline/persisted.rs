@@ -1,0 +1,143 @@
+//! Automatic persisted queries, the convention of Apollo's clients: a request may carry
+//! `extensions.persistedQuery = { version: 1, sha256Hash }` and leave the document out. A hash
+//! the server knows stands for its document; an unknown one is refused with
+//! PERSISTED_QUERY_NOT_FOUND, and the client sends the document with its hash, which is checked
+//! and then kept. What is kept is bounded: the documents of at most [`BUDGET`] bytes, least
+//! recently used out first.
+
+use std::sync::Arc;
+
+use quick_cache::Weighter;
+use quick_cache::sync::Cache;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::params::Params;
+use super::rejection::{Rejection, Stop};
+use crate::graphql::error::code;
+
+/// Bytes of documents kept at most.
+const BUDGET: u64 = 4 << 20;
+
+/// Documents by the SHA-256 of their text, hex-encoded.
+#[derive(Clone)]
+pub struct Persisted {
+    cache: Arc<Cache<String, Arc<str>, TextLength>>,
+}
+
+#[derive(Clone)]
+struct TextLength;
+
+impl Weighter<String, Arc<str>> for TextLength {
+    fn weight(&self, hash: &String, text: &Arc<str>) -> u64 {
+        (hash.len() + text.len()) as u64
+    }
+}
+
+impl Default for Persisted {
+    fn default() -> Self {
+        // An estimate of the entries, for the cache's sizing: documents of ~2 KiB.
+        let entries = (BUDGET / 2048) as usize;
+        Persisted {
+            cache: Arc::new(Cache::with_weighter(entries, BUDGET, TextLength)),
+        }
+    }
+}
+
+impl Persisted {
+    /// The request with its document: as sent, or the one its hash stands for.
+    pub fn resolve(&self, mut params: Params) -> Result<Params, Rejection> {
+        let Some(persisted) = params
+            .extensions
+            .as_ref()
+            .and_then(|e| e.get("persistedQuery"))
+        else {
+            if params.query.is_empty() {
+                return Err(Rejection::malformed("the request has no \"query\""));
+            }
+            return Ok(params);
+        };
+        let hash = hash_of(persisted)?;
+        if params.query.is_empty() {
+            let text = self.cache.get(&hash).ok_or_else(|| {
+                Rejection::new(
+                    Stop::Document,
+                    code::PERSISTED_QUERY_NOT_FOUND,
+                    "PersistedQueryNotFound",
+                )
+            })?;
+            params.query = text.to_string();
+            return Ok(params);
+        }
+        let actual = hex::encode(Sha256::digest(params.query.as_bytes()));
+        if actual != hash {
+            return Err(Rejection::malformed(
+                "provided sha does not match query: extensions.persistedQuery.sha256Hash must \
+                 be the SHA-256 of the query, in hexadecimal",
+            ));
+        }
+        self.cache.insert(hash, Arc::from(params.query.as_str()));
+        Ok(params)
+    }
+}
+
+/// The hash of `extensions.persistedQuery`, lower-cased, once it is checked.
+fn hash_of(persisted: &Value) -> Result<String, Rejection> {
+    let malformed = |what: &str| Rejection::malformed(format!("extensions.persistedQuery {what}"));
+    let Value::Object(persisted) = persisted else {
+        return Err(malformed("must be an object { version: 1, sha256Hash }"));
+    };
+    if persisted.get("version") != Some(&Value::from(1)) {
+        return Err(malformed("has version 1 only"));
+    }
+    match persisted.get("sha256Hash") {
+        Some(Value::String(hash))
+            if hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit()) =>
+        {
+            Ok(hash.to_ascii_lowercase())
+        }
+        _ => Err(malformed("needs a sha256Hash of 64 hexadecimal digits")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn params(query: &str, hash: &str) -> Params {
+        let extensions = json!({ "persistedQuery": { "version": 1, "sha256Hash": hash } });
+        Params {
+            query: query.into(),
+            extensions: extensions.as_object().cloned(),
+            ..Params::default()
+        }
+    }
+
+    #[test]
+    fn a_hash_stands_for_its_document_once_it_was_sent() {
+        let persisted = Persisted::default();
+        let query = "{ currentPractice { id } }";
+        let hash = hex::encode(Sha256::digest(query.as_bytes()));
+        let unknown = persisted
+            .resolve(params("", &hash))
+            .expect_err("not known yet");
+        assert_eq!(unknown.code, code::PERSISTED_QUERY_NOT_FOUND);
+        let wrong = persisted
+            .resolve(params("{ labels { data { id } } }", &hash))
+            .expect_err("another document");
+        assert_eq!(wrong.stop, Stop::Malformed);
+        assert_eq!(
+            persisted.resolve(params(query, &hash)).expect("sent").query,
+            query
+        );
+        assert_eq!(
+            persisted
+                .resolve(params("", &hash.to_uppercase()))
+                .expect("known")
+                .query,
+            query
+        );
+        assert!(persisted.resolve(params("", "abc")).is_err());
+    }
+}
