@@ -50,18 +50,8 @@ impl From<Denied> for AdminError {
 
 /// A refusal, as the command line says it to the operator.
 fn say(refusal: &Refusal) -> String {
-    let record = |record: Record| match record {
-        Record::Patient => "patient",
-        Record::Label => "label",
-        Record::Booking => "booking",
-        Record::Doctor => "doctor",
-        Record::Location => "location",
-        Record::AppointmentType => "appointment type",
-        Record::ApiToken => "API token",
-        Record::User => "staff user",
-    };
     match refusal {
-        Refusal::NotFound(kind, id) => format!("no {} with id {id}", record(*kind)),
+        Refusal::NotFound(kind, id) => format!("no {} with id {id}", kind.noun()),
         Refusal::LabelNotInCatalogue(id) => format!("no label with id {id}"),
         Refusal::PatientDeleted => "the patient is deleted".into(),
         Refusal::PatientAlreadyArchived => "the patient is archived already".into(),
@@ -81,7 +71,7 @@ fn say(refusal: &Refusal) -> String {
         Refusal::Taken(Record::User, email) => {
             format!("a staff user with email {email} already exists")
         }
-        Refusal::Taken(kind, name) => format!("a {} {name:?} already exists", record(*kind)),
+        Refusal::Taken(kind, name) => format!("a {} {name:?} already exists", kind.noun()),
         Refusal::TooMany(bound) => format!(
             "the practice is at its bound of {} {}",
             bound.max(),

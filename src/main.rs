@@ -122,6 +122,33 @@ enum TokenCommand {
     },
 }
 
+/// True when logs are JSON lines (PRACTICE_LOG_FORMAT=json).
+static JSON_LOGS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// Tells the operator something on stderr, in one write, so that a script reading the log
+/// never sees half a line: a line of text, or a JSON object like the log's own when logs are
+/// JSON. Not filtered by PRACTICE_LOG: it is what the command has to say.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        say_line(&format!($($arg)*))
+    };
+}
+
+fn say_line(message: &str) {
+    let line = if *JSON_LOGS.get().unwrap_or(&false) {
+        serde_json::json!({
+            "timestamp": chrono::Utc::now().to_rfc3339(),
+            "level": "INFO",
+            "fields": { "message": message },
+            "target": "practice_api",
+        })
+        .to_string()
+    } else {
+        message.to_string()
+    };
+    eprintln!("{line}");
+}
+
 /// mimalloc rather than the system's allocator: a GraphQL request makes thousands of small
 /// allocations, which mimalloc serves in fewer instructions, and it hands memory freed by one
 /// thread back sooner, so that the server's resident memory stays close to what it uses
@@ -187,7 +214,7 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
     match command {
         Command::Schema => print_schema(),
         Command::Migrate => {
-            eprintln!("migrations applied");
+            say!("migrations applied");
             Ok(())
         }
         Command::Serve(config) => serve(store.clone(), config).await,
@@ -200,12 +227,12 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
                 .ok_or_else(|| format!("{} is not a UTF-8 path", to.display()))?;
             store.backup_to(path).await.map_err(|e| e.to_string())?;
             let bytes = std::fs::metadata(&to).map(|m| m.len()).unwrap_or(0);
-            eprintln!("backed up to {} ({bytes} bytes)", to.display());
+            say!("backed up to {} ({bytes} bytes)", to.display());
             Ok(())
         }
         Command::Practice(PracticeCommand::Create { name }) => {
             let practice = admin::create_practice(store, &name).await.map_err(fail)?;
-            eprintln!("created practice {:?}", practice.name);
+            say!("created practice {:?}", practice.name);
             println!("{}", practice.id);
             Ok(())
         }
@@ -238,9 +265,11 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
             )
             .await
             .map_err(fail)?;
-            eprintln!(
+            say!(
                 "created {} {} in practice {:?}",
-                user.role, user.email, practice.name
+                user.role,
+                user.email,
+                practice.name
             );
             println!("{}", user.id);
             Ok(())
@@ -263,9 +292,11 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
             )
             .await
             .map_err(fail)?;
-            eprintln!(
+            say!(
                 "created token {} ({}) in practice {:?}; the secret below is shown once",
-                token.id, token.name, practice.name
+                token.id,
+                token.name,
+                practice.name
             );
             println!("{secret}");
             Ok(())
@@ -301,27 +332,29 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
         }
         Command::Token(TokenCommand::Revoke { id }) => {
             let token = admin::revoke_token(store, &id).await.map_err(fail)?;
-            eprintln!("revoked token {} ({})", token.id, token.name);
+            say!("revoked token {} ({})", token.id, token.name);
             Ok(())
         }
         Command::Demo { patients, practice } => {
             let practice = admin::practice(store, practice.as_deref())
                 .await
                 .map_err(fail)?;
-            eprintln!(
+            say!(
                 "making {patients} demo patients in practice {:?}…",
                 practice.name
             );
             let summary = admin::demo(store, &practice.id, patients)
                 .await
                 .map_err(fail)?;
-            eprintln!(
+            say!(
                 "made {} patients, {} labels and {} bookings; staff, whose password is on the \
                  last line below (shown this once):",
-                summary.patients, summary.labels, summary.bookings
+                summary.patients,
+                summary.labels,
+                summary.bookings
             );
             for (email, role) in summary.staff {
-                eprintln!("  {email} ({role})");
+                say!("  {email} ({role})");
             }
             println!("{}", summary.password);
             Ok(())
@@ -340,11 +373,14 @@ fn init_logging() -> Result<(), String> {
         .with_env_filter(filter);
     match std::env::var("PRACTICE_LOG_FORMAT").as_deref() {
         Err(_) | Ok("text") | Ok("") => builder.init(),
-        Ok("json") => builder
-            .json()
-            .with_current_span(true)
-            .with_span_list(false)
-            .init(),
+        Ok("json") => {
+            let _ = JSON_LOGS.set(true);
+            builder
+                .json()
+                .with_current_span(true)
+                .with_span_list(false)
+                .init()
+        }
         Ok(other) => {
             return Err(format!(
                 "PRACTICE_LOG_FORMAT is text or json, not {other:?}"
@@ -383,14 +419,12 @@ async fn serve(store: store::Store, config: ServeConfig) -> Result<(), String> {
     let address = listener
         .local_addr()
         .map_err(|e| format!("cannot read the listening address: {e}"))?;
-    // One write, so that a script reading the log never sees half an address.
-    let line = format!("practice-api listening on http://{address}/graphql");
-    eprintln!("{line}");
+    say!("practice-api listening on http://{address}/graphql");
     let state = AppState::new(store, &config);
     http::serve(listener, state, shutdown_signal())
         .await
         .map_err(|e| format!("server error: {e}"))?;
-    eprintln!("practice-api stopped");
+    say!("practice-api stopped");
     Ok(())
 }
 

@@ -21,6 +21,22 @@ pub enum Record {
     User,
 }
 
+impl Record {
+    /// The record's kind in words: "patient", "appointment type", "API token".
+    pub fn noun(self) -> &'static str {
+        match self {
+            Record::Patient => "patient",
+            Record::Label => "label",
+            Record::Booking => "booking",
+            Record::Doctor => "doctor",
+            Record::Location => "location",
+            Record::AppointmentType => "appointment type",
+            Record::ApiToken => "API token",
+            Record::User => "staff user",
+        }
+    }
+}
+
 /// The state that keeps a patient from being booked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PatientState {

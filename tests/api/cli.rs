@@ -416,6 +416,8 @@ fn start_server(cli: &Cli) -> (std::process::Child, String) {
     let mut child = cli
         .command(&["serve", "--listen", "127.0.0.1:0"])
         .env("PRACTICE_LOG", "info")
+        .env("PRACTICE_RATE_LIMIT", "1000000")
+        .env("PRACTICE_ADDRESS_RATE_LIMIT", "1000000")
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn server");
@@ -509,4 +511,241 @@ fn an_unreachable_database_is_one_line_and_a_non_zero_exit() {
     assert!(!err.contains("panicked"), "{err}");
     // Not a hang: bounded by the acquire timeout (with room for a slow machine).
     assert!(started.elapsed() < std::time::Duration::from_secs(30));
+}
+
+/// Sends createPatient to `url` again and again until `stop`; returns the ids of the patients
+/// whose creation was answered with success.
+async fn write_until(
+    url: String,
+    token: String,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Vec<String> {
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(5))
+        .build()
+        .expect("client");
+    let mut acknowledged = Vec::new();
+    let mut i = 0;
+    while !*stop.borrow() {
+        i += 1;
+        let sent = client
+            .post(&url)
+            .header("x-token", &token)
+            .json(&serde_json::json!({
+                "query": "mutation($l: String!) { createPatient(patientData: { first: \"Crash\", last: $l }) { data { id } } }",
+                "variables": { "l": format!("Test{i}") }
+            }))
+            .send()
+            .await;
+        let Ok(answer) = sent else { continue };
+        let Ok(body) = answer.json::<serde_json::Value>().await else {
+            continue;
+        };
+        if let Some(id) = body["data"]["createPatient"]["data"]["id"].as_str() {
+            acknowledged.push(id.to_string());
+        }
+    }
+    acknowledged
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn writes_survive_ten_kills_in_the_middle_of_writing(#[case] engine: Engine) {
+    let cli = cli!(engine);
+    let token = last_line(&cli.run(&["token", "create", "--name", "t", "--permission", "*"]));
+    let mut acknowledged = Vec::new();
+    let mut url = String::new();
+    for _ in 0..10 {
+        let (mut server, at) = start_server(&cli);
+        url = at;
+        let (stop, stopping) = tokio::sync::watch::channel(false);
+        let writers: Vec<_> = (0..4)
+            .map(|_| tokio::spawn(write_until(url.clone(), token.clone(), stopping.clone())))
+            .collect();
+        // Let the writers get going, then kill the server under them.
+        tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+        server.kill().expect("SIGKILL");
+        server.wait().expect("wait");
+        let _ = stop.send(true);
+        for writer in writers {
+            acknowledged.extend(writer.await.expect("writer"));
+        }
+    }
+    assert!(
+        acknowledged.len() > 10,
+        "only {} writes were acknowledged",
+        acknowledged.len()
+    );
+    // Every write answered with success is there, with its record in the audit log.
+    let (mut server, url_now) = start_server(&cli);
+    let _ = url;
+    let client = reqwest::Client::new();
+    for id in &acknowledged {
+        let body: serde_json::Value = client
+            .post(&url_now)
+            .header("x-token", &token)
+            .json(&serde_json::json!({
+                "query": "query($id: ID!) { patient(id: $id) { id } auditEvents(patientId: $id) { data { action } } }",
+                "variables": { "id": id }
+            }))
+            .send()
+            .await
+            .expect("send")
+            .json()
+            .await
+            .expect("json");
+        assert_eq!(
+            body["data"]["patient"]["id"],
+            serde_json::json!(id),
+            "{id} was lost: {body}"
+        );
+        let actions: Vec<&str> = body["data"]["auditEvents"]["data"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .filter_map(|e| e["action"].as_str())
+            .collect();
+        assert!(actions.contains(&"create"), "{id} has no record: {body}");
+    }
+    server.kill().expect("kill");
+    let _ = server.wait();
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_live_database_is_backed_up(#[case] engine: Engine) {
+    let cli = cli!(engine);
+    let token = last_line(&cli.run(&["token", "create", "--name", "t", "--permission", "*"]));
+    let (mut server, url) = start_server(&cli);
+    let client = reqwest::Client::new();
+    let made: serde_json::Value = client
+        .post(&url)
+        .header("x-token", &token)
+        .json(&serde_json::json!({ "query": "mutation { createPatient(patientData: { first: \"Backed\", last: \"Up\" }) { data { id } } }" }))
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("json");
+    let id = made["data"]["createPatient"]["data"]["id"].clone();
+    let copy = cli.dir.path().join("copy.db");
+    let copy_arg = copy.display().to_string();
+    let output = cli.run(&["backup", "--to", &copy_arg]);
+    server.kill().expect("kill");
+    let _ = server.wait();
+    match engine {
+        Engine::Postgres => {
+            assert!(!output.status.success());
+            assert!(stderr(&output).contains("pg_dump"), "{}", stderr(&output));
+            return;
+        }
+        Engine::Sqlite => assert!(output.status.success(), "{}", stderr(&output)),
+    }
+    // The copy is a database of its own, with the patient in it; a second backup to the
+    // same file is refused.
+    let again = cli.run(&["backup", "--to", &copy_arg]);
+    assert!(!again.status.success());
+    assert!(stderr(&again).contains("exists"), "{}", stderr(&again));
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(&format!("sqlite://{copy_arg}"))
+        .await
+        .expect("open the copy");
+    let found: Option<(String,)> = sqlx::query_as("SELECT id FROM patients WHERE id = $1")
+        .bind(id.as_str().unwrap_or(""))
+        .fetch_optional(&pool)
+        .await
+        .expect("read the copy");
+    assert!(found.is_some());
+    pool.close().await;
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn json_logs_carry_the_request_id_and_no_secret(#[case] engine: Engine) {
+    use std::io::{BufRead, BufReader};
+    let cli = cli!(engine);
+    let token = last_line(&cli.run(&["token", "create", "--name", "t", "--permission", "*"]));
+    let mut child = cli
+        .command(&["serve", "--listen", "127.0.0.1:0"])
+        .env("PRACTICE_LOG", "debug,sqlx=warn,hyper=warn")
+        .env("PRACTICE_LOG_FORMAT", "json")
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn server");
+    let stderr = child.stderr.take().expect("stderr");
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let (url_tx, url_rx) = std::sync::mpsc::channel();
+    let kept = lines.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(at) = line.find("http://") {
+                let url: String = line[at..]
+                    .chars()
+                    .take_while(|c| !c.is_whitespace() && *c != '"')
+                    .collect();
+                let _ = url_tx.send(url);
+            }
+            kept.lock().expect("lines").push(line);
+        }
+    });
+    let url = url_rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("listening");
+    let client = reqwest::Client::new();
+    let patient = "query { patient(id: \"x\") { email } }";
+    let answer = client
+        .post(&url)
+        .header("x-token", &token)
+        .json(&serde_json::json!({ "query": "mutation { createPatient(patientData: { first: \"Secret\", last: \"Surname\", email: \"hidden@example.com\" }) { data { id } } }" }))
+        .send()
+        .await
+        .expect("send");
+    let request_id = answer
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("request id")
+        .to_string();
+    let _ = client
+        .post(&url)
+        .json(&serde_json::json!({ "query": "mutation { signIn(email: \"ada@example.com\", password: \"hunter2-password\") { token } }" }))
+        .send()
+        .await;
+    let _ = client
+        .post(&url)
+        .header("x-token", &token)
+        .json(&serde_json::json!({ "query": patient }))
+        .send()
+        .await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    child.kill().expect("kill");
+    let _ = child.wait();
+    let lines = lines.lock().expect("lines").clone();
+    assert!(!lines.is_empty());
+    for line in &lines {
+        let parsed: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}"));
+        assert!(parsed.is_object(), "{line}");
+        for secret in [
+            token.as_str(),
+            "hunter2-password",
+            "Surname",
+            "hidden@example.com",
+        ] {
+            assert!(!line.contains(secret), "a secret in the log: {line}");
+        }
+    }
+    // The request's lines carry its id.
+    let of_request: Vec<&String> = lines.iter().filter(|l| l.contains(&request_id)).collect();
+    assert!(
+        !of_request.is_empty(),
+        "no line names {request_id}: {lines:#?}"
+    );
 }

@@ -469,3 +469,394 @@ async fn instances_throttle_sign_ins_together(#[case] engine: Engine) {
         .await;
     assert_eq!(error_code(&elsewhere), "RATE_LIMITED", "{elsewhere}");
 }
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn search_survives_the_database_being_compacted(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let names = ["Aaron", "Beatrix", "Cosimo", "Delphine"];
+    let mut ids = Vec::new();
+    for name in names {
+        ids.push(app.patient(name, "Compact").await);
+    }
+    // Rows go (an operator's clean-up, by hand), the database is compacted: SQLite's VACUUM
+    // may renumber rows that have no INTEGER PRIMARY KEY of their own.
+    sqlx::any::install_default_drivers();
+    let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(&app.database_url)
+        .await
+        .expect("connect");
+    for id in &ids[..2] {
+        sqlx::query("DELETE FROM patients WHERE id = $1")
+            .bind(id)
+            .execute(&mut conn)
+            .await
+            .expect("delete");
+    }
+    sqlx::raw_sql(match engine {
+        Engine::Sqlite => "VACUUM",
+        Engine::Postgres => "VACUUM FULL patients",
+    })
+    .execute(&mut conn)
+    .await
+    .expect("vacuum");
+    for (name, id) in names.iter().zip(&ids).skip(2) {
+        let found = app
+            .ok(
+                "query($s: String) { patients(search: $s) { data { id } } }",
+                json!({ "s": name.to_lowercase() }),
+            )
+            .await;
+        assert_eq!(found["patients"]["data"], json!([{ "id": id }]), "{name}");
+    }
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn every_label_change_is_in_the_record(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let patient = app.patient("Rec", "Orded").await;
+    let (a, b) = (app.label("A").await, app.label("B").await);
+    let update = "mutation($id: ID!, $l: [ID!]) { updatePatient(id: $id, patientData: { labels: $l }) { error } }";
+    app.ok(update, json!({ "id": patient, "l": [a] })).await;
+    app.ok(update, json!({ "id": patient, "l": [b] })).await;
+    let log = app
+        .ok(
+            "query($p: ID) { auditEvents(patientId: $p) { data { action resourceId } } }",
+            json!({ "p": patient }),
+        )
+        .await;
+    let events: Vec<(String, String)> = log["auditEvents"]["data"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["action"] != "update" && e["action"] != "create")
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap_or("").to_string(),
+                e["resourceId"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    // Newest first.
+    assert_eq!(
+        events,
+        vec![
+            ("add_label".to_string(), b.clone()),
+            ("remove_label".to_string(), a.clone()),
+            ("add_label".to_string(), a.clone()),
+        ]
+    );
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_label_deleted_while_it_is_being_put_on_leaves_no_patient_out_of_the_record(
+    #[case] engine: Engine,
+) {
+    let app = spawn!(engine);
+    let label = app.label("Racing").await;
+    let mut patients = Vec::new();
+    for i in 0..12 {
+        patients.push(app.patient("Race", &format!("P{i}")).await);
+    }
+    let add = "mutation($p: ID!, $l: ID!) { addPatientLabel(patientId: $p, labelReferenceId: $l) { data { id } error } }";
+    let adds = patients.iter().map(|p| {
+        let app = &app;
+        let label = label.clone();
+        async move { (p.clone(), app.ok(add, json!({ "p": p, "l": label })).await) }
+    });
+    let delete = app.ok(
+        "mutation($l: ID!) { deleteLabel(id: $l) { error } }",
+        json!({ "l": label }),
+    );
+    let (added, deleted) = tokio::join!(futures_util::future::join_all(adds), delete);
+    assert_eq!(deleted["deleteLabel"]["error"], Value::Null);
+    for (patient, answer) in added {
+        if answer["addPatientLabel"]["data"].is_null() {
+            continue;
+        }
+        // The label went on, so it came off with the label: both are in the record.
+        let log = app
+            .ok(
+                "query($p: ID) { auditEvents(patientId: $p) { data { action resourceId } } }",
+                json!({ "p": patient }),
+            )
+            .await;
+        let actions: Vec<&str> = log["auditEvents"]["data"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .filter(|e| e["resourceId"] == json!(label))
+            .filter_map(|e| e["action"].as_str())
+            .collect();
+        assert!(actions.contains(&"remove_label"), "{patient}: {actions:?}");
+    }
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn answers_are_never_cached_and_pages_are_never_framed(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let raw = app
+        .send(
+            app.client
+                .get(&app.url)
+                .query(&[("query", "{ currentPractice { id } }")])
+                .header("x-token", &app.admin_token),
+        )
+        .await;
+    assert_eq!(raw.status, StatusCode::OK);
+    let header = |name: &str| {
+        raw.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string()
+    };
+    assert_eq!(header("cache-control"), "no-store");
+    assert!(header("vary").contains("x-token"), "{}", header("vary"));
+    assert!(header("content-security-policy").contains("frame-ancestors 'none'"));
+    // GraphiQL: no inline script, no framing, no cache.
+    let page = app
+        .client
+        .get(&app.url)
+        .header("accept", "text/html")
+        .send()
+        .await
+        .expect("page");
+    let policy = page
+        .headers()
+        .get("content-security-policy")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    assert!(policy.contains("script-src 'self'"), "{policy}");
+    assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
+    let html = page.text().await.expect("html");
+    assert!(!html.contains("<script>"), "an inline script");
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_staff_name_is_told_only_to_who_may_read_staff(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let patient = app.patient("Booked", "Patient").await;
+    app.user("receptionist", "rosa@example.com").await;
+    let users = app.ok("{ users { data { id email } } }", json!({})).await;
+    let rosa = users["users"]["data"]
+        .as_array()
+        .expect("users")
+        .iter()
+        .find(|u| u["email"] == "rosa@example.com")
+        .expect("rosa")["id"]
+        .clone();
+    let book = "mutation($d: BookingDataInput!) { createBooking(bookingData: $d) { error } }";
+    let data = json!({ "d": { "patient": patient, "doctor": rosa,
+        "start": "2031-03-03T09:00:00Z", "end": "2031-03-03T09:30:00Z" } });
+    let bookings_only = app.token(&["bookings:write"]).await;
+    let body = app.gql(Some(&bookings_only), book, data.clone()).await;
+    assert_eq!(
+        body["data"]["createBooking"]["error"],
+        json!(format!(
+            "The staff user with id {} is not a doctor and cannot be booked",
+            rosa.as_str().unwrap_or("")
+        )),
+        "{body}"
+    );
+    let with_users = app.token(&["bookings:write", "users:read"]).await;
+    let body = app.gql(Some(&with_users), book, data).await;
+    assert_eq!(
+        body["data"]["createBooking"]["error"],
+        "Test receptionist is not a doctor and cannot be booked"
+    );
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn api_tokens_and_sessions_are_bounded(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    // The admin token of the test is one; 199 more fill the practice.
+    for i in 0..199 {
+        app.token(&[if i % 2 == 0 {
+            "patients:read"
+        } else {
+            "bookings:read"
+        }])
+        .await;
+    }
+    let make = "mutation { createApiToken(name: \"one too many\", permissions: [\"labels:read\"]) { token error } }";
+    let refused = app.ok(make, json!({})).await;
+    assert_eq!(refused["createApiToken"]["token"], Value::Null);
+    assert!(
+        refused["createApiToken"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("at most 200 API tokens")),
+        "{refused}"
+    );
+    let listed = app.ok("{ apiTokens { id } }", json!({})).await;
+    assert_eq!(listed["apiTokens"].as_array().map(Vec::len), Some(200));
+    // Sessions that ended are swept away a day later.
+    let email = app.user("receptionist", "rosa@example.com").await;
+    let token = app.sign_in(&email, PASSWORD).await;
+    app.gql(Some(&token), "mutation { signOut }", json!({}))
+        .await;
+    let tomorrow = chrono::Utc::now().timestamp_millis() + 24 * 3600 * 1000;
+    let swept = app
+        .store
+        .forget_ended_sessions(tomorrow)
+        .await
+        .expect("sweep");
+    assert_eq!(swept, 1);
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn browsers_of_configured_origins_may_call_the_api(#[case] engine: Engine) {
+    let app = spawn!(
+        engine,
+        ServeConfig {
+            cors_origins: practice_api::config::parse_origins("https://clinic.example")
+                .expect("origins"),
+            ..test_config()
+        }
+    );
+    let preflight = |origin: &str| {
+        app.client
+            .request(reqwest::Method::OPTIONS, &app.url)
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header(
+                "access-control-request-headers",
+                "x-token, idempotency-key, content-type",
+            )
+            .send()
+    };
+    let allowed = preflight("https://clinic.example")
+        .await
+        .expect("preflight");
+    assert!(allowed.status().is_success(), "{}", allowed.status());
+    let header = |r: &reqwest::Response, name: &str| {
+        r.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_ascii_lowercase()
+    };
+    assert_eq!(
+        header(&allowed, "access-control-allow-origin"),
+        "https://clinic.example"
+    );
+    let allowed_headers = header(&allowed, "access-control-allow-headers");
+    for name in ["x-token", "idempotency-key", "content-type"] {
+        assert!(allowed_headers.contains(name), "{allowed_headers}");
+    }
+    let other = preflight("https://evil.example").await.expect("preflight");
+    assert_eq!(header(&other, "access-control-allow-origin"), "");
+    // A request of the allowed origin may read where it stands and its request id.
+    let answer = app
+        .client
+        .post(&app.url)
+        .header("origin", "https://clinic.example")
+        .header("x-token", &app.admin_token)
+        .json(&json!({ "query": "{ currentPractice { id } }" }))
+        .send()
+        .await
+        .expect("answer");
+    let exposed = header(&answer, "access-control-expose-headers");
+    for name in ["ratelimit", "x-request-id"] {
+        assert!(exposed.contains(name), "{exposed}");
+    }
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn persisted_queries_are_sent_by_hash(#[case] engine: Engine) {
+    use sha2::Digest;
+    let app = spawn!(engine);
+    let query = "{ currentPractice { name } }";
+    let hash = hex::encode(sha2::Sha256::digest(query.as_bytes()));
+    let persisted = json!({ "persistedQuery": { "version": 1, "sha256Hash": hash } });
+    let unknown = app
+        .post_json(Some(&app.admin_token), &json!({ "extensions": persisted }))
+        .await;
+    assert_eq!(
+        unknown.code(),
+        "PERSISTED_QUERY_NOT_FOUND",
+        "{}",
+        unknown.body
+    );
+    let wrong = app
+        .post_json(
+            Some(&app.admin_token),
+            &json!({ "query": "{ labels { data { id } } }", "extensions": persisted }),
+        )
+        .await;
+    assert_eq!(wrong.status, StatusCode::BAD_REQUEST, "{}", wrong.body);
+    let sent = app
+        .post_json(
+            Some(&app.admin_token),
+            &json!({ "query": query, "extensions": persisted }),
+        )
+        .await;
+    assert!(sent.body["data"]["currentPractice"]["name"].is_string());
+    let by_hash = app
+        .post_json(Some(&app.admin_token), &json!({ "extensions": persisted }))
+        .await;
+    assert_eq!(by_hash.body["data"], sent.body["data"]);
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_refusal_reaches_a_client_that_did_not_ask_for_its_error(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let email = app.user("admin", "ada@example.com").await;
+    // The specification's own sign-in selects only the token.
+    let body = app
+        .gql(
+            None,
+            "mutation { signIn(email: \"ada@example.com\", password: \"wrong\") { token } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(body["data"]["signIn"]["token"], Value::Null);
+    assert_eq!(error_code(&body), "UNAUTHENTICATED", "{body}");
+    assert_eq!(body["errors"][0]["path"], json!(["signIn"]));
+    assert_eq!(error_message(&body), "The email or password is incorrect");
+    // A client that selects `error` sees no change.
+    let body = app
+        .gql(
+            None,
+            "mutation($e: String!) { signIn(email: $e, password: \"wrong\") { token error } }",
+            json!({ "e": email }),
+        )
+        .await;
+    assert!(body.get("errors").is_none(), "{body}");
+    // A mutation's refusal, and a missing record.
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            "mutation { addPatientLabel(patientId: \"nobody\", labelReferenceId: \"x\") { data { id } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(error_code(&body), "NOT_FOUND", "{body}");
+    assert_eq!(error_message(&body), "No patient with id nobody");
+}

@@ -317,3 +317,125 @@ async fn a_secret_is_never_kept_and_a_passing_failure_can_be_retried(#[case] eng
     );
     assert_eq!(patient_count(&app).await, 1);
 }
+
+/// Runs `sql` on the test's database, as an operator would.
+async fn execute(app: &TestApp, sql: &str) {
+    sqlx::any::install_default_drivers();
+    let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(&app.database_url)
+        .await
+        .expect("connect");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string()))
+        .execute(&mut conn)
+        .await
+        .expect("sql");
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_mutation_that_wrote_keeps_its_key_whatever_its_answer(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let patient = app.patient("Grace", "Kept").await;
+    let doctor = app.doctor("Alan", "Turing").await;
+    // Reads can no longer be recorded: the booking is written, but its answer, which reads
+    // the patient, is withheld with 503.
+    execute(
+        &app,
+        match engine {
+            Engine::Sqlite => {
+                "CREATE TRIGGER no_reads BEFORE INSERT ON audit_events WHEN NEW.action = 'read' \
+                 BEGIN SELECT RAISE(ABORT, 'no reads'); END"
+            }
+            Engine::Postgres => {
+                "CREATE FUNCTION no_reads() RETURNS trigger LANGUAGE plpgsql AS \
+                 $$ BEGIN IF NEW.action = 'read' THEN RAISE EXCEPTION 'no reads'; END IF; \
+                 RETURN NEW; END $$; \
+                 CREATE TRIGGER no_reads BEFORE INSERT ON audit_events \
+                 FOR EACH ROW EXECUTE FUNCTION no_reads()"
+            }
+        },
+    )
+    .await;
+    let book = json!({
+        "query": "mutation($d: BookingDataInput!) { createBooking(bookingData: $d) { data { id patient { firstName } } error } }",
+        "variables": { "d": { "patient": patient, "doctor": doctor,
+                              "start": "2031-03-03T09:00:00Z", "end": "2031-03-03T09:30:00Z" } }
+    });
+    let send = || {
+        app.send(
+            app.client
+                .post(&app.url)
+                .header("x-token", &app.admin_token)
+                .header("idempotency-key", "book-once")
+                .json(&book),
+        )
+    };
+    let first = send().await;
+    assert_eq!(first.status.as_u16(), 503, "{}", first.body);
+    // The retry does not book again: the key is held, and its answer is withheld again
+    // while its reads cannot be recorded.
+    let again = send().await;
+    assert_eq!(again.status.as_u16(), 503, "{}", again.body);
+    execute(
+        &app,
+        match engine {
+            Engine::Sqlite => "DROP TRIGGER no_reads",
+            Engine::Postgres => "DROP TRIGGER no_reads ON audit_events; DROP FUNCTION no_reads()",
+        },
+    )
+    .await;
+    let answered = send().await;
+    assert!(replayed(&answered), "{}", answered.body);
+    let booking = &answered.body["data"]["createBooking"]["data"];
+    assert_eq!(
+        booking["patient"]["firstName"], "Grace",
+        "{}",
+        answered.body
+    );
+    let bookings = app
+        .ok(
+            "{ bookings(options: { includeDeleted: true }) { data { id } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        bookings["bookings"]["data"],
+        json!([{ "id": booking["id"] }])
+    );
+    // The replay's read of the patient is in the audit log.
+    let reads = app
+        .ok(
+            "query($p: ID) { auditEvents(patientId: $p) { data { action operation } } }",
+            json!({ "p": patient }),
+        )
+        .await;
+    let events = reads["auditEvents"]["data"].as_array().expect("events");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["action"] == "read" && e["operation"] == "createBooking"),
+        "{reads}"
+    );
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_replay_checks_the_callers_permissions_again(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let email = app.user("practitioner", "pat@example.com").await;
+    let token = app.sign_in(&email, crate::helpers::PASSWORD).await;
+    let first = create(&app, &token, "k1", "Ada").await;
+    assert!(first.body["data"]["createPatient"]["data"]["id"].is_string());
+    // The practitioner becomes a receptionist, who may not write patients.
+    execute(
+        &app,
+        "UPDATE users SET role = 'receptionist' WHERE email = 'pat@example.com'",
+    )
+    .await;
+    let retry = create(&app, &token, "k1", "Ada").await;
+    assert_eq!(retry.code(), "FORBIDDEN", "{}", retry.body);
+    assert!(retry.body.get("data").is_none(), "{}", retry.body);
+}

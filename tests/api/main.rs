@@ -12,6 +12,7 @@ mod http;
 mod idempotency;
 mod instances;
 mod migrations;
+mod operations;
 mod patients;
 mod practices;
 mod spec_examples;

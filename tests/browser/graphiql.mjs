@@ -212,6 +212,14 @@ try {
   );
   const first = await eventually(() => introspections[beforeReload]);
   check(first?.token === token, 'after a reload, the schema is fetched with the token at once');
+  // The token lives in this tab's session storage only: nothing of it in local storage,
+  // where every later visit (and any script of the origin, for good) could read it.
+  const stored = await page.evaluate(() => ({
+    local: Object.keys(localStorage).map((k) => localStorage.getItem(k)).join('\n'),
+    session: Object.keys(sessionStorage).map((k) => sessionStorage.getItem(k)).join('\n'),
+  }));
+  check(!stored.local.includes(token), 'the token is not in local storage');
+  check(stored.session.includes(token), 'the token is in the session storage');
 
   // 8. Nothing went elsewhere, nothing broke.
   check(

@@ -98,7 +98,7 @@ fn invalid_input(invalid: Invalid) -> Error {
 /// A refusal, in a sentence for the person behind the client.
 fn sentence(refusal: &Refusal) -> String {
     match refusal {
-        Refusal::NotFound(record, id) => format!("No {} with id {id}", record_name(*record)),
+        Refusal::NotFound(record, id) => format!("No {} with id {id}", record.noun()),
         Refusal::LabelNotInCatalogue(id) => {
             format!("No label with id {id}: create it with createLabel first")
         }
@@ -145,7 +145,7 @@ fn sentence(refusal: &Refusal) -> String {
             format!("A staff user with email {email} already exists")
         }
         Refusal::Taken(record, name) => {
-            format!("A {} named \"{name}\" already exists", record_name(*record))
+            format!("A {} named \"{name}\" already exists", record.noun())
         }
         Refusal::TooMany(bound) => {
             let max = bound.max();
@@ -163,20 +163,6 @@ fn sentence(refusal: &Refusal) -> String {
                 ),
             }
         }
-    }
-}
-
-/// A kind of record, as a sentence names it.
-fn record_name(record: Record) -> &'static str {
-    match record {
-        Record::Patient => "patient",
-        Record::Label => "label",
-        Record::Booking => "booking",
-        Record::Doctor => "doctor",
-        Record::Location => "location",
-        Record::AppointmentType => "appointment type",
-        Record::ApiToken => "API token",
-        Record::User => "staff user",
     }
 }
 
