@@ -72,6 +72,11 @@ fn say(refusal: &Refusal) -> String {
             format!("a staff user with email {email} already exists")
         }
         Refusal::Taken(kind, name) => format!("a {} {name:?} already exists", kind.noun()),
+        Refusal::WebhookDeleted => "the webhook subscription is deleted".into(),
+        Refusal::WebhookTaken { url, event_type } => {
+            format!("another webhook subscription sends {event_type} to {url}")
+        }
+        Refusal::DeliveryPending => "the delivery is pending already".into(),
         Refusal::TooMany(bound) => format!(
             "the practice is at its bound of {} {}",
             bound.max(),

@@ -166,6 +166,67 @@ pub struct ServeConfig {
     #[arg(long, env = "PRACTICE_METRICS_LISTEN")]
     pub metrics_listen: Option<String>,
 
+    /// How long events are kept for the feed, resumed subscriptions and webhook deliveries
+    /// (e.g. 7d, 12h).
+    #[arg(
+        long,
+        env = "PRACTICE_EVENT_RETENTION",
+        default_value = "7d",
+        value_parser = parse_duration
+    )]
+    pub event_retention: Duration,
+
+    /// Time a websocket client has to send `connection_init` before it is closed with 4408.
+    #[arg(
+        long,
+        env = "PRACTICE_WS_INIT_TIMEOUT",
+        default_value = "10s",
+        value_parser = parse_duration
+    )]
+    pub ws_init_timeout: Duration,
+
+    /// Most subscriptions one websocket connection may run at once.
+    #[arg(
+        long,
+        env = "PRACTICE_MAX_SUBSCRIPTIONS_PER_CONNECTION",
+        default_value_t = 50
+    )]
+    pub max_subscriptions_per_connection: usize,
+
+    /// Most websocket connections one token may hold open at once, on each server.
+    #[arg(long, env = "PRACTICE_MAX_WEBSOCKETS_PER_TOKEN", default_value_t = 20)]
+    pub max_websockets_per_token: usize,
+
+    /// Events a subscription may fall behind the live ones before it catches up from the log
+    /// (falling behind more than three times a minute closes its connection: too slow).
+    #[arg(
+        long,
+        env = "PRACTICE_MAX_SUBSCRIBER_LAG",
+        default_value_t = crate::events::hub::DEFAULT_CAPACITY
+    )]
+    pub max_subscriber_lag: usize,
+
+    /// Let webhooks go to plain http and to private, loopback and link-local addresses (a
+    /// clinic's own network, tests).
+    #[arg(
+        long,
+        env = "PRACTICE_WEBHOOK_ALLOW_PRIVATE",
+        default_value = "false",
+        value_parser = clap::builder::BoolishValueParser::new(),
+        action = clap::ArgAction::Set
+    )]
+    pub webhook_allow_private: bool,
+
+    /// The delays before each attempt of a webhook delivery, comma-separated: the first
+    /// attempt, then each retry.
+    #[arg(
+        long,
+        env = "PRACTICE_WEBHOOK_RETRY_SCHEDULE",
+        default_value = crate::events::webhooks::DEFAULT_SCHEDULE,
+        value_parser = parse_retry_schedule
+    )]
+    pub webhook_retry_schedule: RetrySchedule,
+
     /// Requests a minute each token may make (requests without a token: each client address).
     #[arg(long, env = "PRACTICE_RATE_LIMIT", default_value_t = 240)]
     pub rate_limit: u32,
@@ -205,6 +266,17 @@ pub struct ServeConfig {
 }
 
 impl ServeConfig {
+    /// What the background work of events needs.
+    pub fn events(&self) -> crate::events::EventSettings {
+        crate::events::EventSettings {
+            retention: self.event_retention,
+            delivery: crate::events::webhooks::DeliverySettings {
+                allow_private: self.webhook_allow_private,
+                schedule: self.webhook_retry_schedule.0.clone(),
+            },
+        }
+    }
+
     /// The query limits these settings give.
     pub fn limits(&self) -> Limits {
         Limits {
@@ -233,6 +305,14 @@ fn defaults<T: Args + FromArgMatches>(name: &'static str) -> T {
         .try_get_matches_from([name])
         .and_then(|matches| T::from_arg_matches(&matches))
         .unwrap_or_else(|e| panic!("the defaults of `{name}` do not parse: {e}"))
+}
+
+/// The delays before each attempt of a webhook delivery.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RetrySchedule(pub Vec<Duration>);
+
+fn parse_retry_schedule(text: &str) -> Result<RetrySchedule, String> {
+    crate::events::webhooks::parse_schedule(text).map(RetrySchedule)
 }
 
 /// The proxies whose forwarding headers are believed.

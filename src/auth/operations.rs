@@ -24,8 +24,8 @@ pub enum Guard {
 pub const OPERATIONS: &[(OperationKind, &str, Guard)] = {
     use Access::{Read, Write};
     use Guard::{Public, Settings, Token};
-    use OperationKind::{Mutation, Query};
-    use Resource::{Bookings, Labels, Patients, Users};
+    use OperationKind::{Mutation, Query, Subscription};
+    use Resource::{Bookings, Labels, Patients, Users, Webhooks};
     const fn r(resource: Resource, access: Access) -> Guard {
         Guard::Resource(resource, access)
     }
@@ -43,6 +43,11 @@ pub const OPERATIONS: &[(OperationKind, &str, Guard)] = {
         (Query, "currentPractice", Token),
         (Query, "apiTokens", Settings),
         (Query, "auditEvents", Settings),
+        // Each event is then shown only to who may read its resource.
+        (Query, "events", Token),
+        (Query, "webhook", r(Webhooks, Read)),
+        (Query, "webhooks", r(Webhooks, Read)),
+        (Query, "webhookDeliveries", r(Webhooks, Read)),
         (Mutation, "signIn", Public),
         (Mutation, "signOut", Token),
         (Mutation, "createPatient", r(Patients, Write)),
@@ -62,6 +67,12 @@ pub const OPERATIONS: &[(OperationKind, &str, Guard)] = {
         (Mutation, "deleteLabel", r(Labels, Write)),
         (Mutation, "createApiToken", Settings),
         (Mutation, "revokeApiToken", Settings),
+        (Mutation, "createWebhook", r(Webhooks, Write)),
+        (Mutation, "updateWebhook", r(Webhooks, Write)),
+        (Mutation, "deleteWebhook", r(Webhooks, Write)),
+        (Mutation, "rotateWebhookSecret", r(Webhooks, Write)),
+        (Mutation, "redeliverWebhook", r(Webhooks, Write)),
+        (Subscription, "events", Token),
     ]
 };
 

@@ -4,7 +4,8 @@
 //! |---|---|
 //! | `*` | everything |
 //! | `patients:read`, `patients:write` (likewise `bookings:`, `labels:`, `users:`) | a resource; write implies read |
-//! | `settings` | tokens, the audit log |
+//! | `webhooks:read`, `webhooks:write` | webhook subscriptions and their deliveries |
+//! | `settings` | tokens, the audit log, webhooks |
 //! | `query:patient`, `mutation:addPatientLabel`, ... | one root operation, and what it returns of its own resource |
 
 use std::fmt;
@@ -17,14 +18,17 @@ pub enum Resource {
     Bookings,
     Labels,
     Users,
+    /// Webhook subscriptions and their deliveries; `settings` grants both reading and writing.
+    Webhooks,
 }
 
 impl Resource {
-    pub const ALL: [Resource; 4] = [
+    pub const ALL: [Resource; 5] = [
         Resource::Patients,
         Resource::Bookings,
         Resource::Labels,
         Resource::Users,
+        Resource::Webhooks,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -33,6 +37,7 @@ impl Resource {
             Resource::Bookings => "bookings",
             Resource::Labels => "labels",
             Resource::Users => "users",
+            Resource::Webhooks => "webhooks",
         }
     }
 }
@@ -104,7 +109,7 @@ impl FromStr for Permission {
         let unknown = || {
             format!(
                 "unknown permission {text:?}: use *, settings, RESOURCE:read or RESOURCE:write \
-                 (RESOURCE is patients, bookings, labels or users), or query:FIELD, \
+                 (RESOURCE is patients, bookings, labels, users or webhooks), or query:FIELD, \
                  mutation:FIELD, subscription:FIELD"
             )
         };
@@ -167,6 +172,7 @@ impl Permissions {
         self.0.iter().any(|p| match p {
             Permission::All => true,
             Permission::Resource(r, a) => *r == resource && (*a == access || *a == Access::Write),
+            Permission::Settings => resource == Resource::Webhooks,
             _ => false,
         })
     }
@@ -299,6 +305,17 @@ mod tests {
         assert!(p.allows(Resource::Bookings, Access::Read));
         assert!(!p.allows(Resource::Bookings, Access::Write));
         assert!(!p.allows(Resource::Labels, Access::Read));
+        assert!(!p.allows_settings());
+    }
+
+    #[test]
+    fn settings_implies_webhooks() {
+        let p = perms(&["settings"]);
+        assert!(p.allows(Resource::Webhooks, Access::Write));
+        assert!(!p.allows(Resource::Patients, Access::Read));
+        let p = perms(&["webhooks:read"]);
+        assert!(p.allows(Resource::Webhooks, Access::Read));
+        assert!(!p.allows(Resource::Webhooks, Access::Write));
         assert!(!p.allows_settings());
     }
 

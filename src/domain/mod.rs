@@ -19,6 +19,8 @@ pub enum Record {
     AppointmentType,
     ApiToken,
     User,
+    Webhook,
+    WebhookDelivery,
 }
 
 impl Record {
@@ -33,6 +35,8 @@ impl Record {
             Record::AppointmentType => "appointment type",
             Record::ApiToken => "API token",
             Record::User => "staff user",
+            Record::Webhook => "webhook subscription",
+            Record::WebhookDelivery => "webhook delivery",
         }
     }
 }
@@ -86,6 +90,15 @@ pub enum Refusal {
     Taken(Record, String),
     /// The change would pass one of the bounds of `limits`.
     TooMany(Bound),
+    /// The webhook subscription is deleted: nothing of it changes any more.
+    WebhookDeleted,
+    /// A live subscription already sends this event type to this URL.
+    WebhookTaken {
+        url: String,
+        event_type: String,
+    },
+    /// The delivery is waiting for its next attempt already.
+    DeliveryPending,
 }
 
 /// A bound of [`limits`] that a change would pass.

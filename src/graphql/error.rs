@@ -25,6 +25,10 @@ pub mod code {
     pub const REFUSED: &str = "REFUSED";
     /// A persisted query's hash is not known: send the document with it.
     pub const PERSISTED_QUERY_NOT_FOUND: &str = "PERSISTED_QUERY_NOT_FOUND";
+    /// A cursor older than the events kept: start again without it.
+    pub const CURSOR_EXPIRED: &str = "CURSOR_EXPIRED";
+    /// A subscriber fell too far behind the events: resume with `after`.
+    pub const CONSUMER_TOO_SLOW: &str = "CONSUMER_TOO_SLOW";
     pub const INTERNAL_SERVER_ERROR: &str = "INTERNAL_SERVER_ERROR";
 }
 

@@ -131,6 +131,15 @@ batch!(
     AppointmentTypes, crate::store::appointment_types::AppointmentType, appointment_types_by_ids
 );
 
+batch!(
+    /// Bookings by id.
+    Bookings, crate::store::bookings::Booking, bookings_by_ids
+);
+batch!(
+    /// Labels of the catalogue by id.
+    Labels, crate::store::labels::Label, labels_by_ids
+);
+
 /// Adds every loader to a request of a caller of `practice_id`.
 pub fn install(
     request: async_graphql::Request,
@@ -142,5 +151,7 @@ pub fn install(
     let request = with_loader::<PatientLabels>(request, store, practice_id, cached);
     let request = with_loader::<Users>(request, store, practice_id, cached);
     let request = with_loader::<Locations>(request, store, practice_id, cached);
+    let request = with_loader::<Bookings>(request, store, practice_id, cached);
+    let request = with_loader::<Labels>(request, store, practice_id, cached);
     with_loader::<AppointmentTypes>(request, store, practice_id, cached)
 }

@@ -7,6 +7,7 @@ pub mod access;
 mod audit;
 mod bookings;
 pub mod error;
+pub mod events;
 mod input;
 mod labels;
 mod loaders;
@@ -20,11 +21,13 @@ mod read_log;
 pub mod scalars;
 mod tokens;
 mod users;
+pub mod webhooks;
 
 use std::time::Duration;
 
-use async_graphql::{Context, EmptySubscription, MergedObject, Schema};
+use async_graphql::{Context, MergedObject, MergedSubscription, Schema};
 
+use crate::events::Hub;
 use crate::store::Store;
 
 /// Every query of the API.
@@ -37,6 +40,8 @@ pub struct Query(
     users::UserQueries,
     tokens::TokenQueries,
     audit::AuditQueries,
+    events::EventQueries,
+    webhooks::WebhookQueries,
 );
 
 /// Every mutation of the API.
@@ -48,10 +53,15 @@ pub struct Mutation(
     locations::LocationMutations,
     labels::LabelMutations,
     tokens::TokenMutations,
+    webhooks::WebhookMutations,
 );
 
+/// Every subscription of the API.
+#[derive(MergedSubscription, Default)]
+pub struct Subscription(events::EventSubscription);
+
 /// The schema type.
-pub type ApiSchema = Schema<Query, Mutation, EmptySubscription>;
+pub type ApiSchema = Schema<Query, Mutation, Subscription>;
 
 /// Settings the resolvers need.
 #[derive(Clone, Debug)]
@@ -60,28 +70,41 @@ pub struct ApiSettings {
     pub user_token_ttl: Duration,
     /// What a document may ask for.
     pub limits: pipeline::Limits,
+    /// Webhooks may go to plain http and private addresses.
+    pub webhook_allow_private: bool,
+    /// Events a subscription may fall behind the live ones before it catches up from the log.
+    pub subscriber_lag: usize,
 }
 
 /// The address a request came from, for the sign-in throttle.
 #[derive(Clone, Copy, Debug)]
 pub struct ClientAddress(pub Option<std::net::IpAddr>);
 
-/// Builds the schema over a store.
-pub fn build_schema(store: Store, settings: ApiSettings) -> ApiSchema {
-    Schema::build(Query::default(), Mutation::default(), EmptySubscription)
-        .data(store)
-        // The prepare stage measures depth first, with a message that names it; this is the
-        // backstop.
-        .limit_depth(settings.limits.max_depth)
-        .data(settings)
-        .finish()
+/// Builds the schema over a store, with the hub its subscriptions follow.
+pub fn build_schema(store: Store, hub: Hub, settings: ApiSettings) -> ApiSchema {
+    Schema::build(
+        Query::default(),
+        Mutation::default(),
+        Subscription::default(),
+    )
+    .data(store)
+    .data(hub)
+    // The prepare stage measures depth first, with a message that names it; this is the
+    // backstop.
+    .limit_depth(settings.limits.max_depth)
+    .data(settings)
+    .finish()
 }
 
 /// The schema in SDL, as `practice-api schema` prints it and `schema.graphql` holds it.
 pub fn sdl() -> String {
-    Schema::build(Query::default(), Mutation::default(), EmptySubscription)
-        .finish()
-        .sdl()
+    Schema::build(
+        Query::default(),
+        Mutation::default(),
+        Subscription::default(),
+    )
+    .finish()
+    .sdl()
 }
 
 /// The store, from a resolver's context.
@@ -107,6 +130,7 @@ mod tests {
                 let kind = match t.node.name.node.as_str() {
                     "Query" => OperationKind::Query,
                     "Mutation" => OperationKind::Mutation,
+                    "Subscription" => OperationKind::Subscription,
                     _ => continue,
                 };
                 if let TypeKind::Object(object) = &t.node.kind {
@@ -164,6 +188,11 @@ mod tests {
     }
 
     fn build_schema_for_test() -> ApiSchema {
-        Schema::build(Query::default(), Mutation::default(), EmptySubscription).finish()
+        Schema::build(
+            Query::default(),
+            Mutation::default(),
+            Subscription::default(),
+        )
+        .finish()
     }
 }

@@ -33,6 +33,13 @@ use crate::store::audit::Read;
 /// `GET` and `POST /graphql`.
 pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
+    if parts.method == Method::GET && super::ws::is_upgrade(&parts) {
+        let address = client_address(&app, &parts);
+        return super::ws::upgrade(app, parts, address).await;
+    }
+    if super::sse::wants_events(&parts.headers) {
+        return super::sse::handle(app, parts, body).await;
+    }
     if parts.method == Method::GET
         && parts.uri.query().is_none_or(str::is_empty)
         && super::graphiql::wants_html(&parts.headers)
@@ -79,11 +86,61 @@ pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
 
 /// What the stages learnt of a request, for its answer's headers and its metrics.
 #[derive(Default)]
-struct Seen {
+pub(super) struct Seen {
     /// Where the caller stands with its rate limit, once it was counted.
-    rate: Option<RateStatus>,
+    pub rate: Option<RateStatus>,
     /// The operation's root field ("multiple" for several), once the document was read.
-    operation: Option<&'static str>,
+    pub operation: Option<&'static str>,
+}
+
+/// A request admitted to run: its operation read, its caller known and within its rate.
+pub(super) struct Admitted {
+    pub prepared: Prepared,
+    pub caller: Caller,
+    /// The token it came with, for what runs longer than a request (a subscription).
+    pub token: Option<String>,
+    /// Its Idempotency-Key and the hash of what it asks, when it sent one.
+    key: Option<(String, String)>,
+}
+
+/// The stages before execution, in order, whatever the response's form (JSON or an event
+/// stream): the client's address counted, the parameters read, the document prepared, the
+/// token authenticated and the caller's rate counted.
+pub(super) async fn admit(
+    app: &AppState,
+    parts: &Parts,
+    body: Body,
+    seen: &mut Seen,
+) -> Result<Admitted, Rejection> {
+    let address = client_address(app, parts);
+    seen.rate = Some(app.pipeline.limit_address(address)?);
+    let params = app.pipeline.resolve(read_params(app, parts, body).await?)?;
+    let key = idempotency::key_of(&parts.headers).map_err(Rejection::malformed)?;
+    let request_hash = key.as_ref().map(|_| idempotency::request_hash(&params));
+    let prepared = app.pipeline.prepare(params)?;
+    seen.operation = Some(prepared.operation.metric_name());
+    if parts.method == Method::GET && prepared.kind() == OperationKind::Mutation {
+        return Err(Rejection::new(
+            Stop::WrongMethod,
+            code::BAD_REQUEST,
+            "only queries can be sent with GET: send mutations with POST",
+        ));
+    }
+    let token = token(&parts.headers);
+    let principal = app.pipeline.authenticate(&prepared, token).await?;
+    seen.rate = Some(app.pipeline.limit(principal.as_ref(), address)?);
+    let caller = Caller {
+        principal,
+        address,
+        request_id: parts.extensions.get::<RequestId>().map(|id| id.0.clone()),
+        key: None,
+    };
+    Ok(Admitted {
+        prepared,
+        caller,
+        token: token.map(str::to_string),
+        key: key.zip(request_hash),
+    })
 }
 
 /// The request's stages, in order.
@@ -94,33 +151,22 @@ async fn answer(
     body: Body,
     seen: &mut Seen,
 ) -> Result<Reply, Rejection> {
-    let address = client_address(app, parts);
-    seen.rate = Some(app.pipeline.limit_address(address)?);
-    let params = app.pipeline.resolve(read_params(app, parts, body).await?)?;
-    let key = idempotency::key_of(&parts.headers).map_err(Rejection::malformed)?;
-    let request_hash = key.as_ref().map(|_| idempotency::request_hash(&params));
-    let prepared = app.pipeline.prepare(params)?;
-    seen.operation = Some(prepared.operation.metric_name());
-    if parts.method == Method::GET && prepared.kind() != OperationKind::Query {
+    let Admitted {
+        prepared,
+        caller,
+        key,
+        ..
+    } = admit(app, parts, body, seen).await?;
+    if prepared.kind() == OperationKind::Subscription {
         return Err(Rejection::new(
-            Stop::WrongMethod,
+            Stop::Malformed,
             code::BAD_REQUEST,
-            "only queries can be sent with GET: send mutations with POST",
+            "a subscription needs a stream: open a websocket (graphql-transport-ws) on \
+             /graphql, or ask for Server-Sent Events with Accept: text/event-stream",
         ));
     }
-    let principal = app
-        .pipeline
-        .authenticate(&prepared, token(&parts.headers))
-        .await?;
-    seen.rate = Some(app.pipeline.limit(principal.as_ref(), address)?);
-    let caller = Caller {
-        principal,
-        address,
-        request_id: parts.extensions.get::<RequestId>().map(|id| id.0.clone()),
-        key: None,
-    };
-    match (key, request_hash, &caller.principal) {
-        (Some(key), Some(hash), Some(principal)) if prepared.kind() == OperationKind::Mutation => {
+    match (key, &caller.principal) {
+        (Some((key, hash)), Some(principal)) if prepared.kind() == OperationKind::Mutation => {
             let principal = principal.clone();
             run_once(app, media, prepared, caller, &principal, key, hash).await
         }

@@ -8,6 +8,8 @@ mod idempotency;
 mod prometheus;
 mod reply;
 mod server;
+mod sse;
+mod ws;
 
 use std::future::Future;
 use std::time::Duration;
@@ -44,6 +46,12 @@ pub struct AppState {
     pub cors_origins: Vec<HeaderValue>,
     /// Where `/metrics` is served, if anywhere.
     pub metrics_listen: Option<String>,
+    /// What a websocket may do.
+    pub ws: ws::WsSettings,
+    /// Websockets open per token.
+    pub ws_per_token: ws::PerToken,
+    /// What the background work of events needs.
+    pub events: crate::events::EventSettings,
 }
 
 impl AppState {
@@ -51,6 +59,8 @@ impl AppState {
         let settings = ApiSettings {
             user_token_ttl: config.user_token_ttl,
             limits: config.limits(),
+            webhook_allow_private: config.webhook_allow_private,
+            subscriber_lag: config.max_subscriber_lag,
         };
         let rates = Rates {
             per_token: config.rate_limit,
@@ -72,6 +82,13 @@ impl AppState {
             },
             addresses,
             metrics_listen: config.metrics_listen.clone(),
+            ws: ws::WsSettings {
+                init_timeout: config.ws_init_timeout,
+                max_subscriptions: config.max_subscriptions_per_connection,
+                max_per_token: config.max_websockets_per_token,
+            },
+            ws_per_token: ws::PerToken::default(),
+            events: config.events(),
             cors_origins: config
                 .cors_origins
                 .0
@@ -243,6 +260,7 @@ pub async fn serve(
     }
     // Ends with the server, when the last state holding the pipeline is gone.
     state.pipeline.forget_idle_callers();
+    crate::events::start_background(state.pipeline.store(), state.pipeline.hub(), &state.events);
     let store = state.pipeline.store().clone();
     let sweeper = tokio::spawn(async move {
         let mut every = tokio::time::interval(SWEEP_EVERY);

@@ -103,14 +103,21 @@ pub async fn run(
         };
         let _ = stream.set_nodelay(true);
         let router = app.clone();
+        let ticket = Ticket(Arc::new(Place {
+            _held: held,
+            _slot: slot,
+            stopping: stopping.clone(),
+        }));
+        let request_ticket = ticket.clone();
         let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
             request
                 .extensions_mut()
                 .insert(ConnectInfo::<SocketAddr>(remote));
+            request.extensions_mut().insert(request_ticket.clone());
             router.clone().call(request)
         });
         let io = TokioIo::new(Watched::new(stream, limits.write_timeout));
-        let connection = builder.serve_connection(io, service);
+        let connection = builder.serve_connection(io, service).with_upgrades();
         let (max_age, drain) = (limits.max_age, limits.drain_timeout);
         let mut stopping = stopping.clone();
         tokio::spawn(async move {
@@ -132,8 +139,9 @@ pub async fn run(
                 // A client that went away, or one cut off by a timeout.
                 tracing::debug!(%error, "connection closed with an error");
             }
-            drop(held);
-            drop(slot);
+            // The connection's place is given back, unless a websocket it was upgraded to
+            // holds it still.
+            drop(ticket);
         });
     }
     drop(listener);
@@ -145,6 +153,26 @@ pub async fn run(
         .is_err()
     {
         tracing::warn!("connections still busy at shutdown were closed");
+    }
+}
+
+/// A connection's place among those open (overall and from its address), held as long as the
+/// connection lives: by the connection, and by a websocket it was upgraded to, which outlives
+/// the HTTP connection that carried its handshake. Each request carries one.
+#[derive(Clone)]
+pub struct Ticket(Arc<Place>);
+
+pub struct Place {
+    _held: Held,
+    _slot: tokio::sync::OwnedSemaphorePermit,
+    stopping: watch::Receiver<bool>,
+}
+
+impl Ticket {
+    /// Completes when the server is told to stop: a websocket then closes (1001).
+    pub async fn stopped(&self) {
+        let mut stopping = self.0.stopping.clone();
+        stopped(&mut stopping).await;
     }
 }
 

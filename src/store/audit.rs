@@ -209,8 +209,7 @@ impl<'a> PracticeStore<'a> {
         event: Event<'_>,
     ) -> StoreResult<()> {
         self.record_in(&mut tx, &[event]).await?;
-        tx.commit().await?;
-        Ok(())
+        self.store.commit_events(tx).await
     }
 
     /// Records events in a transaction that will commit them with what they record.
@@ -227,6 +226,7 @@ impl<'a> PracticeStore<'a> {
         if let Some(key) = author.key {
             self.mark_key_ran(tx, key).await?;
         }
+        self.record_events(tx, events).await?;
         let rows: Vec<Row> = events
             .iter()
             .map(|event| Row {

@@ -4,6 +4,8 @@
 //! active bookings of one doctor that overlap (a trigger on SQLite, an exclusion constraint on
 //! PostgreSQL, both named bookings_no_overlap).
 
+use std::collections::HashMap;
+
 use std::sync::LazyLock;
 
 use sqlx::{Any, FromRow, Transaction};
@@ -115,7 +117,18 @@ pub struct BookingFilter {
     pub patient_id: Option<String>,
 }
 
+impl super::Keyed for Booking {
+    fn key(&self) -> &str {
+        &self.id
+    }
+}
+
 impl PracticeStore<'_> {
+    /// The bookings with these ids, by id, cancelled ones included.
+    pub async fn bookings_by_ids(&self, ids: &[String]) -> StoreResult<HashMap<String, Booking>> {
+        self.by_ids("bookings", &BOOKING_COLUMNS, ids).await
+    }
+
     /// The booking with this id, cancelled ones included.
     pub async fn find_booking(&self, id: &str) -> StoreResult<Option<Booking>> {
         let sql = format!(

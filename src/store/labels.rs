@@ -1,5 +1,7 @@
 //! Labels: a practice's catalogue of tags (e.g. "VIP", "Allergy") that can be put on patients.
 
+use std::collections::HashMap;
+
 use sqlx::{Any, FromRow, Transaction};
 
 use super::audit::Event;
@@ -18,7 +20,18 @@ pub struct Label {
 
 const LABEL_COLUMNS: &str = "id, title, color, created_at, updated_at";
 
+impl super::Keyed for Label {
+    fn key(&self) -> &str {
+        &self.id
+    }
+}
+
 impl PracticeStore<'_> {
+    /// The labels with these ids, by id.
+    pub async fn labels_by_ids(&self, ids: &[String]) -> StoreResult<HashMap<String, Label>> {
+        self.by_ids("labels", LABEL_COLUMNS, ids).await
+    }
+
     /// A page of labels, by title.
     pub async fn list_labels(&self, page: PageRequest) -> StoreResult<Page<Label>> {
         let sql = format!(
@@ -148,7 +161,7 @@ impl PracticeStore<'_> {
             patient_id: Some(patient_id),
         }));
         self.record_in(&mut tx, &events).await?;
-        tx.commit().await?;
+        self.store.commit_events(tx).await?;
         Ok(Ok(label))
     }
 

@@ -11,6 +11,7 @@ pub mod appointment_types;
 pub mod audit;
 pub mod bookings;
 mod error;
+pub mod events;
 pub mod idempotency;
 pub mod labels;
 pub mod locations;
@@ -20,6 +21,7 @@ mod row;
 pub mod sign_ins;
 pub mod tokens;
 pub mod users;
+pub mod webhooks;
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -128,6 +130,10 @@ pub struct Store {
     /// fails half-way to upgrade its lock. On PostgreSQL it is the same pool as `read`.
     write: AnyPool,
     engine: Engine,
+    /// Notified after every commit that wrote events.
+    committed: std::sync::Arc<tokio::sync::Notify>,
+    /// The database's URL, for what needs a connection of its own (PostgreSQL's LISTEN).
+    url: String,
 }
 
 impl Store {
@@ -179,6 +185,8 @@ impl Store {
                     read,
                     write,
                     engine,
+                    committed: Default::default(),
+                    url: url.clone(),
                 }
             }
             Engine::Postgres => {
@@ -190,6 +198,8 @@ impl Store {
                     read: pool.clone(),
                     write: pool,
                     engine,
+                    committed: Default::default(),
+                    url: url.clone(),
                 }
             }
         };
@@ -292,6 +302,31 @@ impl Store {
             (self.read.size(), self.read.num_idle()),
             (self.write.size(), self.write.num_idle()),
         )
+    }
+
+    /// The database engine behind the store.
+    pub fn engine(&self) -> Engine {
+        self.engine
+    }
+
+    /// The database's URL, for what needs a connection of its own (PostgreSQL's LISTEN).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Commits a transaction that wrote events, and tells this instance's readers of events
+    /// (see [`Store::committed`]).
+    async fn commit_events(&self, tx: sqlx::Transaction<'_, sqlx::Any>) -> StoreResult<()> {
+        tx.commit().await?;
+        self.committed.notify_waiters();
+        Ok(())
+    }
+
+    /// Completes at the next commit of events through this store: a reader of events waits
+    /// on it rather than poll (other processes' commits reach it by PostgreSQL's NOTIFY, or
+    /// its polling).
+    pub fn committed(&self) -> std::sync::Arc<tokio::sync::Notify> {
+        self.committed.clone()
     }
 
     /// Closes the pools, waiting for connections in use to be returned.

@@ -394,7 +394,7 @@ impl PracticeStore<'_> {
                 .map(|(patient_id, label_id)| label_event("add_label", patient_id, label_id)),
         );
         self.record_in(&mut tx, &events).await?;
-        tx.commit().await?;
+        self.store.commit_events(tx).await?;
         Ok(ids)
     }
 
@@ -510,7 +510,7 @@ impl PracticeStore<'_> {
                 .map(|(action, label_id)| label_event(action, id, label_id)),
         );
         self.record_in(&mut tx, &events).await?;
-        tx.commit().await?;
+        self.store.commit_events(tx).await?;
         Ok(Ok(patient))
     }
 
@@ -660,17 +660,18 @@ impl PracticeStore<'_> {
             });
             return Ok(Err(refusal.into()));
         }
-        let deleted = sqlx::query(
+        // The audit log and the event name the label of the catalogue, whichever id was given.
+        let deleted: Option<(String,)> = sqlx::query_as(
             "DELETE FROM patient_labels WHERE practice_id = $1 AND patient_id = $2 \
-             AND (id = $3 OR label_id = $3)",
+             AND (id = $3 OR label_id = $3) RETURNING label_id",
         )
         .bind(self.practice_id)
         .bind(patient_id)
         .bind(label_id)
-        .execute(&mut *tx)
+        .fetch_optional(&mut *tx)
         .await?;
-        if deleted.rows_affected() > 0 {
-            self.commit(tx, label_event("remove_label", patient_id, label_id))
+        if let Some((catalogue_id,)) = deleted {
+            self.commit(tx, label_event("remove_label", patient_id, &catalogue_id))
                 .await?;
             return self.patient_as_changed(patient_id).await;
         }

@@ -147,6 +147,13 @@ fn sentence(refusal: &Refusal) -> String {
         Refusal::Taken(record, name) => {
             format!("A {} named \"{name}\" already exists", record.noun())
         }
+        Refusal::WebhookDeleted => {
+            "This webhook subscription has been deleted and can no longer be changed".into()
+        }
+        Refusal::WebhookTaken { url, event_type } => {
+            format!("Another webhook subscription already sends {event_type} to {url}")
+        }
+        Refusal::DeliveryPending => "This delivery is waiting for its next attempt already".into(),
         Refusal::TooMany(bound) => {
             let max = bound.max();
             match bound {

@@ -7,6 +7,7 @@
 mod audit_event;
 mod booking;
 mod envelope;
+mod event;
 mod label;
 mod location;
 mod page;
@@ -14,10 +15,12 @@ mod patient;
 mod practice;
 mod token;
 mod user;
+mod webhook;
 
 pub use audit_event::AuditEventData;
 pub use booking::BookingData;
 pub use envelope::{ResponsePayload, envelope, refusal, unselected};
+pub use event::{Event, EventFeed, EventIdentifiers};
 pub use label::{Label, LabelData};
 pub use location::{Address, Appointment, Location};
 pub use page::{PageInfo, items};
@@ -25,6 +28,10 @@ pub use patient::{PatientData, PatientLabel, Phone};
 pub use practice::Practice;
 pub use token::ApiTokenPayload;
 pub use user::{SignInPayload, UserData};
+pub use webhook::{
+    CreateWebhookPayload, DeleteWebhookPayload, UpdateWebhookPayload, WebhookDelivery,
+    WebhookDeliveryData, WebhookDeliveryPayload, WebhookSubscription, WebhookSubscriptionData,
+};
 
 use crate::store;
 

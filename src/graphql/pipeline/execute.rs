@@ -8,17 +8,21 @@ use std::sync::Arc;
 use async_graphql::PathSegment;
 use serde_json::{Map, Value, json};
 
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+
 use super::Caller;
 use super::order::in_selection_order;
-use super::prepare::Prepared;
+use super::prepare::{Chosen, Prepared};
 use super::reads::ReadAudit;
 use super::rejection::{Rejection, Stop};
 use crate::auth::OperationKind;
 use crate::graphql::error::code;
+use crate::graphql::events::Connection;
 use crate::graphql::read_log::ReadLog;
 use crate::graphql::{ApiSchema, ClientAddress, loaders};
 use crate::store::Store;
-use crate::store::audit::{Read, Reads};
+use crate::store::audit::{Actor, Read, Reads};
 
 /// An operation's response.
 #[derive(Clone, Debug, PartialEq)]
@@ -47,14 +51,50 @@ impl Ran {
     }
 }
 
-/// Runs `prepared` for `caller`: the reads of patient data it makes are noted as resolvers
-/// hand them out, a query's and what a mutation's result reaches beyond its own record.
-pub async fn run(
-    schema: &ApiSchema,
+/// What becomes of an operation's responses: where its reads of patient data are noted, its
+/// cost, and its selections' order.
+struct Built {
+    /// Where its reads of patient data are noted, and whose they are.
+    log: Option<(Arc<ReadLog>, String, Actor)>,
+    cost: Value,
+    chosen: Chosen,
+}
+
+impl Built {
+    /// The reads noted so far, taken.
+    fn reads(&self) -> Option<Reads> {
+        self.log.as_ref().map(|(log, practice_id, actor)| Reads {
+            practice_id: practice_id.clone(),
+            actor: actor.clone(),
+            reads: log.take(),
+        })
+    }
+
+    /// A response written as the API writes them, fields in selection order.
+    fn finish(&self, response: async_graphql::Response, request_id: Option<&str>) -> Executed {
+        let mut executed = render(response, request_id);
+        if let (Some(data), Some(definition)) =
+            (executed.body.get_mut("data"), self.chosen.definition())
+        {
+            in_selection_order(
+                data,
+                &definition.node.selection_set.node,
+                self.chosen.document(),
+            );
+        }
+        executed.body["extensions"]["cost"] = self.cost.clone();
+        executed
+    }
+}
+
+/// Makes the request of `prepared` for `caller`: the reads of patient data it makes are noted
+/// as resolvers hand them out, a query's and what a mutation's result reaches beyond its own
+/// record.
+fn build(
     store: &Store,
     prepared: Prepared,
     caller: Caller,
-) -> Result<Ran, Rejection> {
+) -> Result<(async_graphql::Request, Built), Rejection> {
     let chosen = prepared.chosen();
     if chosen.definition().is_none() {
         // The prepare stage chose it; a document without it cannot have come from there.
@@ -90,8 +130,8 @@ pub async fn run(
     let mut log = None;
     if let Some(principal) = caller.principal {
         let read_log = Arc::new(ReadLog::new(operation.roots.clone()));
-        // A mutation's request does not cache what it loads, so that it reads what its own
-        // earlier fields wrote.
+        // Only a query's request caches what it loads: a mutation reads what its own earlier
+        // fields wrote, and a subscription's events show their records as they are at each.
         let cached = operation.kind == OperationKind::Query;
         request = loaders::install(request, store, &principal.practice_id, cached);
         log = Some((
@@ -101,22 +141,72 @@ pub async fn run(
         ));
         request = request.data(read_log).data(principal);
     }
+    Ok((request, Built { log, cost, chosen }))
+}
+
+/// Runs `prepared` for `caller`; see [`build`].
+pub async fn run(
+    schema: &ApiSchema,
+    store: &Store,
+    prepared: Prepared,
+    caller: Caller,
+) -> Result<Ran, Rejection> {
+    let request_id = caller.request_id.clone();
+    let (request, built) = build(store, prepared, caller)?;
     let response = schema.execute(request).await;
-    let reads = log.map(|(log, practice_id, actor)| Reads {
-        practice_id,
-        actor,
-        reads: log.take(),
-    });
-    let mut executed = render(response, caller.request_id.as_deref());
-    if let (Some(data), Some(definition)) = (executed.body.get_mut("data"), chosen.definition()) {
-        in_selection_order(data, &definition.node.selection_set.node, chosen.document());
-    }
-    executed.body["extensions"]["cost"] = cost.clone();
+    let reads = built.reads();
     Ok(Ran {
-        executed,
+        executed: built.finish(response, request_id.as_deref()),
         reads,
-        cost,
+        cost: built.cost,
     })
+}
+
+/// Runs a subscription for `caller` on `connection`: each response it yields (an event, or
+/// the errors that ended it) once the reads of patient data it carries are recorded. A read
+/// that cannot be recorded ends the stream with that rejection.
+pub fn subscribe(
+    schema: &ApiSchema,
+    store: &Store,
+    audit: ReadAudit,
+    prepared: Prepared,
+    caller: Caller,
+    connection: Arc<Connection>,
+) -> Result<BoxStream<'static, Result<Executed, Rejection>>, Rejection> {
+    let request_id = caller.request_id.clone();
+    let (request, built) = build(store, prepared, caller)?;
+    let request = request.data(connection);
+    let responses = schema.execute_stream(request);
+    let built = Arc::new(built);
+    let delivered = responses.then(move |response| {
+        let (built, audit, request_id) = (built.clone(), audit.clone(), request_id.clone());
+        async move {
+            let executed = built.finish(response, request_id.as_deref());
+            let recorded = match built.reads() {
+                Some(reads) => audit.record(reads).await,
+                None => true,
+            };
+            if recorded {
+                Ok(executed)
+            } else {
+                Err(Rejection::new(
+                    Stop::Unavailable,
+                    code::SERVICE_UNAVAILABLE,
+                    "The audit log could not be written, so the event is withheld; \
+                     subscribe again with after",
+                ))
+            }
+        }
+    });
+    // Nothing after a rejection.
+    let mut failed = false;
+    Ok(delivered
+        .take_while(move |item| {
+            let go_on = !failed;
+            failed = item.is_err();
+            std::future::ready(go_on)
+        })
+        .boxed())
 }
 
 /// Records the reads of an operation that ran, and then hands its response over; if they

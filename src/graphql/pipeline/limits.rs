@@ -20,7 +20,9 @@ use crate::domain::limits::{
     MAX_API_TOKENS, MAX_APPOINTMENT_TYPES, MAX_LABELS_PER_PATIENT, MAX_LOCATIONS,
     MAX_PATIENT_BOOKINGS, MAX_SEARCH_MATCHES, MIN_INDEXED_SEARCH_CHARS,
 };
+use crate::graphql::events::DEFAULT_FEED_LIMIT;
 use crate::graphql::pagination::DEFAULT_PAGE_SIZE;
+use crate::graphql::webhooks::MAX_HEADERS;
 
 /// The limits a document must keep to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,6 +117,8 @@ enum Weight {
     PageSize,
     /// At most this many.
     AtMost(usize),
+    /// Its `limit` argument, this many by default.
+    Limit(u32),
 }
 
 /// Every field that returns a list of objects, or a page of them, and how many items it can
@@ -143,6 +147,20 @@ const WEIGHTS: &[(&str, &str, Weight)] = &[
     ("LabelData", "data", Weight::AtMost(1)),
     ("UserData", "data", Weight::AtMost(1)),
     ("AuditEventData", "data", Weight::AtMost(1)),
+    ("Query", "events", Weight::Limit(DEFAULT_FEED_LIMIT)),
+    ("EventFeed", "data", Weight::AtMost(1)),
+    ("Query", "webhooks", Weight::Paged),
+    ("Query", "webhookDeliveries", Weight::Paged),
+    ("WebhookSubscriptionData", "data", Weight::AtMost(1)),
+    ("WebhookDeliveryData", "data", Weight::AtMost(1)),
+    (
+        "WebhookSubscription",
+        "headers",
+        Weight::AtMost(MAX_HEADERS),
+    ),
+    // At most one attempt per delay of the longest schedule allowed, and each redelivery
+    // starts again: a log is read a page at a time, so this is a generous bound.
+    ("WebhookDelivery", "attempts", Weight::AtMost(20)),
 ];
 
 /// The extra cost of a search: what it can touch. One of three characters or more reads at
@@ -414,6 +432,10 @@ impl<'d> Walker<'d> {
         match weight {
             Weight::AtMost(n) => *n as u64,
             Weight::PageSize => page_size(self.argument(field, "pageSize")),
+            Weight::Limit(default) => match self.argument(field, "limit") {
+                Some(ConstValue::Number(n)) => n.as_u64().unwrap_or(1).max(1),
+                _ => u64::from(*default),
+            },
             Weight::Paged => match self.argument(field, "pagination") {
                 Some(ConstValue::Object(p)) => page_size(p.get("pageSize").cloned()),
                 _ => u64::from(DEFAULT_PAGE_SIZE),

@@ -30,11 +30,14 @@ use self::documents::Documents;
 use self::persisted::Persisted;
 use self::reads::ReadAudit;
 use crate::auth::{self, AuthError, Missing, Principal};
+use crate::events::Hub;
 use crate::graphql::error::code;
+use crate::graphql::events::Connection;
 use crate::graphql::{ApiSchema, ApiSettings, build_schema};
 use crate::store::Store;
 use crate::store::audit::{Read, Reads};
 use crate::store::idempotency::Key;
+use futures_util::stream::BoxStream;
 
 /// Who a request comes from, as execution needs it.
 #[derive(Clone, Debug, Default)]
@@ -63,6 +66,8 @@ pub struct Rates {
 pub struct Pipeline {
     schema: ApiSchema,
     store: Store,
+    /// The live view of the event log that subscriptions follow.
+    hub: Hub,
     limits: Limits,
     /// The schema's fields, for the cost of a document.
     shapes: Arc<Shapes>,
@@ -78,10 +83,12 @@ impl Pipeline {
     /// the audit log's reads.
     pub fn new(store: Store, settings: ApiSettings, rates: Rates) -> Pipeline {
         let limits = settings.limits;
-        let schema = build_schema(store.clone(), settings);
+        let hub = Hub::start(store.clone(), settings.subscriber_lag);
+        let schema = build_schema(store.clone(), hub.clone(), settings);
         Pipeline {
             shapes: Arc::new(Shapes::of_sdl(&schema.sdl())),
             schema,
+            hub,
             reads: ReadAudit::start(store.clone()),
             store,
             limits,
@@ -97,6 +104,11 @@ impl Pipeline {
     pub fn limit_address(&self, address: Option<IpAddr>) -> Result<RateStatus, Rejection> {
         let key = address.map_or_else(|| "unknown".to_string(), |a| a.to_string());
         refuse_over(self.address_limits.check(&key))
+    }
+
+    /// The live view of the event log.
+    pub fn hub(&self) -> &Hub {
+        &self.hub
     }
 
     /// The store the stages use.
@@ -130,13 +142,19 @@ impl Pipeline {
         if prepared.operation.sign_in_only {
             return Ok(None);
         }
+        self.authenticate_token(token).await.map(Some)
+    }
+
+    /// Finds the caller behind `token`, whatever it will run (a websocket connection's token,
+    /// before any operation).
+    pub async fn authenticate_token(&self, token: Option<&str>) -> Result<Principal, Rejection> {
         let token = token.map(str::trim).filter(|t| !t.is_empty());
         let found = match token {
             None => Err(AuthError::Missing),
             Some(token) => auth::authenticate(&self.store, token).await,
         };
         match found {
-            Ok(principal) => Ok(Some(principal)),
+            Ok(principal) => Ok(principal),
             Err(AuthError::Store(error)) => {
                 tracing::warn!(%error, "could not check a token");
                 Err(Rejection::database_unavailable())
@@ -176,6 +194,41 @@ impl Pipeline {
         execute::run(&self.schema, &self.store, prepared, caller).await
     }
 
+    /// Runs a subscription on `connection`: see [`execute::subscribe`].
+    pub fn subscribe(
+        &self,
+        prepared: Prepared,
+        caller: Caller,
+        connection: Arc<Connection>,
+    ) -> Result<BoxStream<'static, Result<Executed, Rejection>>, Rejection> {
+        execute::subscribe(
+            &self.schema,
+            &self.store,
+            self.reads.clone(),
+            prepared,
+            caller,
+            connection,
+        )
+    }
+
+    /// Checks that `principal` may run every root field of `prepared`, before it runs: a
+    /// subscription's refusal is an `error` message rather than an event.
+    pub fn permit(&self, prepared: &Prepared, principal: &Principal) -> Result<(), Rejection> {
+        let kind = prepared.kind();
+        for field in prepared.operation.roots.values() {
+            if let Err(Missing::Permission(permission)) =
+                auth::may_call(&principal.permissions, kind, field)
+            {
+                return Err(Rejection::new(
+                    Stop::Forbidden,
+                    code::FORBIDDEN,
+                    format!("Missing permission {permission}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Records the reads of an operation that ran; then its response may leave.
     pub async fn deliver(&self, ran: Ran) -> Result<Executed, Rejection> {
         execute::deliver(&self.reads, ran).await
@@ -190,18 +243,7 @@ impl Pipeline {
         principal: &Principal,
         reads: Vec<Read>,
     ) -> Result<(), Rejection> {
-        let kind = prepared.kind();
-        for field in prepared.operation.roots.values() {
-            if let Err(Missing::Permission(permission)) =
-                auth::may_call(&principal.permissions, kind, field)
-            {
-                return Err(Rejection::new(
-                    Stop::Forbidden,
-                    code::FORBIDDEN,
-                    format!("Missing permission {permission}"),
-                ));
-            }
-        }
+        self.permit(prepared, principal)?;
         let reads = Reads {
             practice_id: principal.practice_id.clone(),
             actor: principal.actor.clone(),

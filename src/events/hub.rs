@@ -1,0 +1,162 @@
+//! The hub: one reader of the event log per instance, handing each new event to this
+//! instance's live subscribers and webhook worker. It reads when woken by a commit through this
+//! instance, by PostgreSQL's NOTIFY of a commit through another instance, or by a poll every
+//! second (a missed notification, SQLite written by another process); the log itself is the
+//! truth, so a wake-up lost costs at most a second.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Notify, broadcast, watch};
+
+use crate::store::events::{Position, StoredEvent};
+use crate::store::{Engine, Store};
+
+/// Events a subscriber may fall behind the hub before it is told it lagged, by default.
+pub const DEFAULT_CAPACITY: usize = 4096;
+/// Events read from the log in one statement.
+const BATCH: u32 = 500;
+/// Longest the hub waits for a wake-up before it reads the log anyway.
+const POLL: Duration = Duration::from_secs(1);
+
+/// This instance's live view of the event log. Cheap to clone.
+#[derive(Clone)]
+pub struct Hub {
+    sender: broadcast::Sender<Arc<StoredEvent>>,
+    /// Notified each time the hub has read the log, whatever it found: the webhook worker
+    /// waits on it.
+    read: Arc<Notify>,
+    /// True once the hub knows where the log ends, and hands on every event after that.
+    ready: watch::Receiver<bool>,
+}
+
+impl Hub {
+    /// Starts the reader over `store`, from the last event the log holds when it starts;
+    /// subscribers may fall `capacity` events behind it before they are told they lagged.
+    pub fn start(store: Store, capacity: usize) -> Hub {
+        let (sender, _) = broadcast::channel(capacity.max(1));
+        let (ready_tx, ready) = watch::channel(false);
+        let hub = Hub {
+            sender,
+            read: Arc::default(),
+            ready,
+        };
+        tokio::spawn(hub.clone().follow(store, ready_tx));
+        hub
+    }
+
+    /// A receiver of every event the log gets from now on, in order of position: every event
+    /// after any position a reader of the log can see now comes through it. (So a subscriber
+    /// that subscribes, then reads the log until it is up to date, misses nothing in between.)
+    pub async fn subscribe(&self) -> broadcast::Receiver<Arc<StoredEvent>> {
+        let mut ready = self.ready.clone();
+        // The hub's task is gone only with the runtime.
+        let _ = ready.wait_for(|ready| *ready).await;
+        self.sender.subscribe()
+    }
+
+    /// Completes the next time the hub reads the log.
+    pub fn wake_up(&self) -> Arc<Notify> {
+        self.read.clone()
+    }
+
+    /// Finds where the log ends, then follows it.
+    async fn follow(self, store: Store, ready: watch::Sender<bool>) {
+        let from = loop {
+            match store.last_event().await {
+                Ok(last) => break last,
+                Err(error) => {
+                    tracing::warn!(%error, "could not find the end of the event log; retrying");
+                    tokio::time::sleep(POLL).await;
+                }
+            }
+        };
+        let _ = ready.send(true);
+        self.read_on(store, from).await;
+    }
+
+    /// Reads the log after `from` every time it is woken, until no clone of the hub is left.
+    async fn read_on(self, store: Store, mut from: Position) {
+        let committed = store.committed();
+        let mut listener = Listener::new(&store).await;
+        loop {
+            let notified = committed.notified();
+            loop {
+                match store.all_events_after(from, BATCH).await {
+                    Ok(events) => {
+                        let full = events.len() == BATCH as usize;
+                        for event in events {
+                            from = event.position();
+                            // No subscriber is no error: nobody is listening right now.
+                            let _ = self.sender.send(Arc::new(event));
+                        }
+                        if !full {
+                            break;
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "could not read the event log");
+                        break;
+                    }
+                }
+            }
+            self.read.notify_waiters();
+            // Only the hub's own clones left: nobody can subscribe any more.
+            if self.sender.receiver_count() == 0 && Arc::strong_count(&self.read) == 1 {
+                return;
+            }
+            tokio::select! {
+                () = notified => {}
+                () = listener.next() => {}
+                () = tokio::time::sleep(POLL) => {}
+            }
+        }
+    }
+}
+
+/// PostgreSQL's notifications of events committed through any instance (the `events_notify`
+/// trigger); nothing on SQLite.
+struct Listener {
+    listener: Option<sqlx::postgres::PgListener>,
+}
+
+/// The channel the trigger notifies.
+const CHANNEL: &str = "practice_events";
+
+impl Listener {
+    async fn new(store: &Store) -> Listener {
+        if store.engine() != Engine::Postgres {
+            return Listener { listener: None };
+        }
+        let listener = match sqlx::postgres::PgListener::connect(store.url()).await {
+            Ok(mut listener) => match listener.listen(CHANNEL).await {
+                Ok(()) => Some(listener),
+                Err(error) => {
+                    tracing::warn!(%error, "could not listen for events; polling instead");
+                    None
+                }
+            },
+            Err(error) => {
+                tracing::warn!(%error, "could not listen for events; polling instead");
+                None
+            }
+        };
+        Listener { listener }
+    }
+
+    /// Completes at the next notification (or never, without a listener). A connection lost
+    /// is reconnected by sqlx on the next call; meanwhile the poll goes on.
+    async fn next(&mut self) {
+        match &mut self.listener {
+            Some(listener) => {
+                if let Err(error) = listener.recv().await {
+                    tracing::warn!(%error, "lost the event notifications; reconnecting");
+                    tokio::time::sleep(POLL).await;
+                }
+                // One read covers every commit notified so far.
+                while listener.next_buffered().is_some() {}
+            }
+            None => std::future::pending().await,
+        }
+    }
+}

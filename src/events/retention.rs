@@ -1,0 +1,56 @@
+//! Events are kept for a while (`PRACTICE_EVENT_RETENTION`, default 7 days), then deleted in
+//! small batches, so that no sweep holds the database for long; the webhook deliveries of the
+//! same age go with them.
+
+use std::time::Duration;
+
+use crate::store::{Store, now_ms};
+
+/// Rows deleted in one statement.
+const BATCH: u32 = 1000;
+/// How often the sweep runs.
+const EVERY: Duration = Duration::from_secs(600);
+/// The pause between two batches of one sweep, for the writes waiting their turn.
+const PAUSE: Duration = Duration::from_millis(50);
+
+/// Starts the sweep: now, then every ten minutes, as long as the runtime runs.
+pub fn start(store: Store, keep: Duration) {
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(EVERY);
+        loop {
+            every.tick().await;
+            sweep(&store, keep).await;
+        }
+    });
+}
+
+/// Deletes, in batches, the events and deliveries older than `keep`.
+pub async fn sweep(store: &Store, keep: Duration) {
+    let before = now_ms() - i64::try_from(keep.as_millis()).unwrap_or(i64::MAX);
+    for (what, events) in [("events", true), ("webhook deliveries", false)] {
+        let mut total = 0;
+        loop {
+            let deleted = if events {
+                store.forget_events(before, BATCH).await
+            } else {
+                store.forget_deliveries(before, BATCH).await
+            };
+            match deleted {
+                Ok(count) => {
+                    total += count;
+                    if count < u64::from(BATCH) {
+                        break;
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "could not delete old {what}");
+                    break;
+                }
+            }
+            tokio::time::sleep(PAUSE).await;
+        }
+        if total > 0 {
+            tracing::info!(count = total, "old {what} deleted");
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! Webhook delivery: a worker on every instance claims the deliveries that are due from the
+//! outbox (`store::webhooks`), for a lease, signs each as Standard Webhooks says ([`sign`]),
+//! and posts it with a client that follows no redirect, reads at most [`MAX_RESPONSE_BYTES`]
+//! of the answer, gives up after [`TIMEOUT`] and connects only to public addresses unless
+//! the operator allows private ones ([`address`]). Then it records the attempt and what comes
+//! next: done, another attempt on the schedule, or a pause.
+
+pub mod address;
+pub mod sign;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+
+use super::hub::Hub;
+use crate::store::webhooks::{Claimed, Header, Outcome};
+use crate::store::{Store, now_ms};
+
+/// Longest a receiver may take to answer.
+pub const TIMEOUT: Duration = Duration::from_secs(15);
+/// Most of an answer read: a receiver's answer is not used, only its status.
+pub const MAX_RESPONSE_BYTES: usize = 4096;
+/// How long a claim holds: longer than an attempt can take, so that while the instance lives
+/// no other claims the delivery; after it, another instance may, if this one died.
+const LEASE: Duration = Duration::from_secs(60);
+/// Attempts in flight at once, per instance.
+const CONCURRENCY: usize = 16;
+/// A subscription that has failed every attempt for this long is paused.
+pub const GIVE_UP_AFTER: Duration = Duration::from_secs(5 * 24 * 3600);
+/// The longest `Retry-After` honoured.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 3600);
+
+/// How webhooks are delivered.
+#[derive(Clone, Debug)]
+pub struct DeliverySettings {
+    /// Plain `http` and private, loopback and link-local addresses are allowed.
+    pub allow_private: bool,
+    /// The delay before each attempt: the first, then each retry.
+    pub schedule: Vec<Duration>,
+}
+
+impl Default for DeliverySettings {
+    fn default() -> Self {
+        DeliverySettings {
+            allow_private: false,
+            schedule: parse_schedule(DEFAULT_SCHEDULE).unwrap_or_default(),
+        }
+    }
+}
+
+/// The schedule of the contract: immediately, then 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h.
+pub const DEFAULT_SCHEDULE: &str = "0s,5s,5m,30m,2h,5h,10h,10h";
+
+/// Parses a schedule: delays, comma-separated (`0s,5s,5m`); at most 20 of them, each at most
+/// a day.
+pub fn parse_schedule(text: &str) -> Result<Vec<Duration>, String> {
+    let delays = text
+        .split(',')
+        .map(str::trim)
+        .map(|item| {
+            let delay = humantime::parse_duration(item).map_err(|e| {
+                format!("{item:?} in the retry schedule is not a delay such as 0s, 5m or 2h: {e}")
+            })?;
+            if delay > Duration::from_secs(24 * 3600) {
+                return Err(format!(
+                    "{item:?} in the retry schedule is longer than a day"
+                ));
+            }
+            Ok(delay)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if delays.is_empty() || delays.len() > 20 {
+        return Err("the retry schedule has 1 to 20 delays".into());
+    }
+    Ok(delays)
+}
+
+/// Starts the delivery worker; it runs as long as the runtime.
+pub fn start(store: Store, hub: Hub, settings: DeliverySettings) {
+    let client = match client(settings.allow_private) {
+        Ok(client) => client,
+        Err(error) => {
+            tracing::error!(%error, "webhooks are not delivered: no HTTP client");
+            return;
+        }
+    };
+    let worker = Worker {
+        store,
+        hub,
+        client,
+        settings: Arc::new(settings),
+        slots: Arc::new(Semaphore::new(CONCURRENCY)),
+    };
+    tokio::spawn(worker.run());
+}
+
+/// The client that delivers: no redirect, no proxy, a time limit, public addresses only
+/// (see [`address`]).
+fn client(allow_private: bool) -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .timeout(TIMEOUT)
+        .connect_timeout(TIMEOUT)
+        .user_agent(concat!("practice-api-webhooks/", env!("CARGO_PKG_VERSION")))
+        .dns_resolver(Arc::new(address::PublicOnly { allow_private }))
+        .build()
+}
+
+struct Worker {
+    store: Store,
+    hub: Hub,
+    client: reqwest::Client,
+    settings: Arc<DeliverySettings>,
+    /// Free places for attempts in flight.
+    slots: Arc<Semaphore>,
+}
+
+impl Worker {
+    async fn run(self) {
+        let woken = self.hub.wake_up();
+        loop {
+            // Woken when the log has new events (and so, perhaps, deliveries), when an attempt
+            // ends, or when the next delivery is due.
+            let notified = woken.notified();
+            let claimed = self.claim().await;
+            let free = self.slots.available_permits();
+            if claimed > 0 && free > 0 {
+                continue;
+            }
+            let wait = self.until_next_due().await;
+            tokio::select! {
+                () = notified => {}
+                () = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    /// Claims as many due deliveries as there are free places and starts their attempts;
+    /// returns how many.
+    async fn claim(&self) -> usize {
+        let free = self.slots.available_permits();
+        if free == 0 {
+            return 0;
+        }
+        let now = now_ms();
+        let lease_until = now + millis(LEASE);
+        let claimed = match self
+            .store
+            .claim_deliveries(now, lease_until, free as u32, self.first_delay())
+            .await
+        {
+            Ok(claimed) => claimed,
+            Err(error) => {
+                tracing::warn!(%error, "could not claim webhook deliveries");
+                return 0;
+            }
+        };
+        let count = claimed.len();
+        for delivery in claimed {
+            let Ok(slot) = self.slots.clone().try_acquire_owned() else {
+                break;
+            };
+            let (store, client, settings) = (
+                self.store.clone(),
+                self.client.clone(),
+                self.settings.clone(),
+            );
+            let woken = self.hub.wake_up();
+            tokio::spawn(async move {
+                let outcome = attempt(&client, &settings, &delivery).await;
+                if let Err(error) = store
+                    .finish_attempt(&delivery, &outcome, millis(GIVE_UP_AFTER))
+                    .await
+                {
+                    // The lease runs out and the delivery is attempted again: at least once.
+                    tracing::warn!(%error, "could not record a webhook attempt");
+                }
+                drop(slot);
+                woken.notify_waiters();
+            });
+        }
+        count
+    }
+
+    /// The schedule's delay before a delivery's first attempt, in milliseconds.
+    fn first_delay(&self) -> i64 {
+        self.settings.schedule.first().map_or(0, |d| millis(*d))
+    }
+
+    /// How long until the next delivery is due, at most a few seconds (a lease that ran out
+    /// is found by the next look).
+    async fn until_next_due(&self) -> Duration {
+        let most = Duration::from_secs(5);
+        match self.store.next_delivery_due(self.first_delay()).await {
+            Ok(Some(at)) => {
+                let wait = u64::try_from(at - now_ms()).unwrap_or(0);
+                Duration::from_millis(wait).clamp(Duration::from_millis(20), most)
+            }
+            _ => most,
+        }
+    }
+}
+
+/// One attempt: the signed POST, and what became of it.
+async fn attempt(
+    client: &reqwest::Client,
+    settings: &DeliverySettings,
+    delivery: &Claimed,
+) -> Outcome {
+    let sent = send(client, settings, delivery).await;
+    let number = usize::try_from(delivery.attempts).unwrap_or(0) + 1;
+    let next = settings.schedule.get(number).copied();
+    let (response_status, error, retry_after, gone) = match sent {
+        Ok((status, _)) if (200..300).contains(&status) => {
+            return Outcome {
+                response_status: Some(status),
+                error: None,
+                retry_at: None,
+                gone: false,
+            };
+        }
+        Ok((410, _)) => (
+            Some(410),
+            Some("the receiver answered 410 Gone: its subscription is paused".to_string()),
+            None,
+            true,
+        ),
+        Ok((status, retry_after)) => (
+            Some(status),
+            Some(format!("the receiver answered {status}")),
+            retry_after,
+            false,
+        ),
+        Err(error) => (None, Some(error), None, false),
+    };
+    let retry_at = if gone {
+        None
+    } else {
+        next.map(|delay| {
+            let delay = jitter(delay).max(retry_after.unwrap_or_default().min(MAX_RETRY_AFTER));
+            now_ms() + millis(delay)
+        })
+    };
+    Outcome {
+        response_status,
+        error,
+        retry_at,
+        gone,
+    }
+}
+
+/// Posts a delivery: its status and `Retry-After`, or why there was no answer.
+async fn send(
+    client: &reqwest::Client,
+    settings: &DeliverySettings,
+    delivery: &Claimed,
+) -> Result<(u16, Option<Duration>), String> {
+    // An address literal is not resolved, so the resolver's check does not see it: check the
+    // URL itself again (the operator may also have changed the setting since).
+    let url = address::check_url(&delivery.url, settings.allow_private)?;
+    let identifiers: Value =
+        serde_json::from_str(&delivery.identifiers).unwrap_or_else(|_| json!({}));
+    let body = json!({
+        "subscriptionId": delivery.subscription_id,
+        "eventId": delivery.event_id,
+        "eventType": delivery.event_type,
+        "identifiers": identifiers,
+    })
+    .to_string();
+    let now = now_ms();
+    let timestamp = now / 1000;
+    let mut secrets = vec![delivery.secret.as_str()];
+    if let (Some(previous), Some(until)) =
+        (&delivery.previous_secret, delivery.previous_secret_until)
+        && until > now
+    {
+        secrets.push(previous);
+    }
+    let signature = sign::signatures(&secrets, &delivery.id, timestamp, &body);
+    let mut request = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("webhook-id", &delivery.id)
+        .header("webhook-timestamp", timestamp.to_string())
+        .header("webhook-signature", signature);
+    let headers: Vec<Header> = serde_json::from_str(&delivery.headers).unwrap_or_default();
+    for header in headers {
+        request = request.header(header.key, header.value);
+    }
+    let mut response = request.body(body).send().await.map_err(|e| describe(&e))?;
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    // Read a little of the answer, so that the connection ends cleanly; never more.
+    let mut read = 0;
+    while read < MAX_RESPONSE_BYTES {
+        match response.chunk().await {
+            Ok(Some(chunk)) => read += chunk.len(),
+            _ => break,
+        }
+    }
+    Ok((status, retry_after))
+}
+
+/// Why an attempt got no answer, without the URL (it may carry a secret of the receiver's).
+fn describe(error: &reqwest::Error) -> String {
+    let kind = if error.is_timeout() {
+        format!("no answer within {} s", TIMEOUT.as_secs())
+    } else if error.is_connect() {
+        "could not connect".to_string()
+    } else {
+        "the request failed".to_string()
+    };
+    let mut source = std::error::Error::source(error);
+    let mut causes = Vec::new();
+    while let Some(cause) = source {
+        causes.push(cause.to_string());
+        source = cause.source();
+    }
+    match causes.last() {
+        Some(cause) => format!("{kind}: {cause}"),
+        None => kind,
+    }
+}
+
+/// A delay made up to a tenth longer or shorter, so that retries of many deliveries spread.
+fn jitter(delay: Duration) -> Duration {
+    let factor = 0.9 + rand::random::<f64>() * 0.2;
+    delay.mul_f64(factor)
+}
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedules_parse() {
+        let default = parse_schedule(DEFAULT_SCHEDULE).expect("default parses");
+        assert_eq!(default.len(), 8);
+        assert_eq!(default[0], Duration::ZERO);
+        assert_eq!(default[7], Duration::from_secs(36_000));
+        assert!(parse_schedule("0s,1x").is_err());
+        assert!(parse_schedule("2d").is_err());
+        assert!(parse_schedule("").is_err());
+    }
+
+    #[test]
+    fn jitter_stays_within_a_tenth() {
+        for _ in 0..100 {
+            let d = jitter(Duration::from_secs(100));
+            assert!(d >= Duration::from_secs(90) && d <= Duration::from_secs(110));
+        }
+    }
+}

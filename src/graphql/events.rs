@@ -1,0 +1,425 @@
+//! Events: the feed (`events`, for clients that poll) and the subscription (`events`, over a
+//! websocket or Server-Sent Events). Both show a caller only the events of its practice whose
+//! resource it may read; a subscription checks that against the token as it is at each event,
+//! and ends its connection when the token no longer works.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use async_graphql::futures_util::Stream;
+use async_graphql::{Context, ID, Object, Result, Subscription};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::{broadcast, watch};
+
+use super::access::authorize;
+use super::error::{OrFail, bad_input, code, coded};
+use super::objects::{Event, EventFeed};
+use super::store;
+use crate::auth::{self, OperationKind, Principal};
+use crate::events::Hub;
+use crate::store::events::{EVENT_TYPES, Position, StoredEvent, TOKEN_REVOKED, USER_CHANGED};
+use crate::store::{Store, now_ms};
+
+/// Events the feed returns when `limit` is not given.
+pub const DEFAULT_FEED_LIMIT: u32 = 100;
+/// Most events the feed returns at once.
+pub const MAX_FEED_LIMIT: u32 = 500;
+/// Events a subscription reads from the log at once while it catches up.
+const REPLAY_BATCH: u32 = 200;
+/// Most event types a request may name.
+const MAX_EVENT_TYPES: usize = 50;
+
+/// The event types a request names, checked; every type when it names none.
+pub fn checked_types(requested: Option<Vec<String>>) -> Result<Vec<String>> {
+    let Some(requested) = requested else {
+        return Ok(EVENT_TYPES.iter().map(|t| t.to_string()).collect());
+    };
+    if requested.len() > MAX_EVENT_TYPES {
+        return Err(bad_input(format!(
+            "eventTypes names at most {MAX_EVENT_TYPES} types"
+        )));
+    }
+    if let Some(unknown) = requested
+        .iter()
+        .find(|t| !EVENT_TYPES.contains(&t.as_str()))
+    {
+        return Err(bad_input(format!(
+            "{unknown:?} is not an event type: use one of {}",
+            EVENT_TYPES.join(", ")
+        )));
+    }
+    Ok(requested)
+}
+
+/// Reads a cursor (an event's id), and checks that the events after it are still kept.
+async fn cursor(
+    store: &Store,
+    principal: &Principal,
+    after: Option<ID>,
+) -> Result<Option<Position>> {
+    let Some(after) = after else {
+        return Ok(None);
+    };
+    let position = Position::decode(&after).ok_or_else(|| {
+        bad_input(format!(
+            "after must be an event's id, as Event.id or EventFeed.cursor gives it, got {:?}",
+            after.as_str()
+        ))
+    })?;
+    let floor = store
+        .practice(&principal.practice_id)
+        .event_floor()
+        .await
+        .or_fail()?;
+    if floor.is_some_and(|floor| position < floor) {
+        return Err(coded(
+            code::CURSOR_EXPIRED,
+            "Events after this cursor are no longer kept: start again without after (and \
+             catch up with the queries), or poll more often than the retention",
+        ));
+    }
+    Ok(Some(position))
+}
+
+/// The types of `types` the caller may see.
+fn visible_types(principal: &Principal, types: Vec<String>) -> Vec<String> {
+    types
+        .into_iter()
+        .filter(|t| {
+            Event::resource(t).is_some_and(|r| principal.permissions.allows(r, auth::Access::Read))
+        })
+        .collect()
+}
+
+#[derive(Default)]
+pub struct EventQueries;
+
+#[Object]
+impl EventQueries {
+    /// The feed of the practice's changes, oldest first, after a cursor: for clients that
+    /// poll. Shows only the events the caller may read (`patient.*` needs `patients:read`,
+    /// `booking.*` `bookings:read`, `label.*` `labels:read`). Events are kept for a while
+    /// (7 days by default); a cursor older than that is CURSOR_EXPIRED.
+    async fn events(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(
+            desc = "Resume after this event (Event.id or a feed's cursor); from the \
+                          oldest event kept when omitted."
+        )]
+        after: Option<ID>,
+        #[graphql(
+            desc = "Only events of these types, e.g. [\"booking.created\"]; all when \
+                          omitted."
+        )]
+        event_types: Option<Vec<String>>,
+        #[graphql(desc = "Most events to return, 1 to 500; default 100.")] limit: Option<i32>,
+    ) -> Result<Option<EventFeed>> {
+        let principal = authorize(ctx, OperationKind::Query)?;
+        let limit = match limit {
+            None => DEFAULT_FEED_LIMIT,
+            Some(n) if (1..=MAX_FEED_LIMIT as i32).contains(&n) => n as u32,
+            Some(n) => {
+                return Err(bad_input(format!(
+                    "limit must be between 1 and {MAX_FEED_LIMIT}, got {n}"
+                )));
+            }
+        };
+        let types = visible_types(principal, checked_types(event_types)?);
+        let after = cursor(store(ctx), principal, after).await?;
+        let mut found = if types.is_empty() {
+            Vec::new()
+        } else {
+            store(ctx)
+                .practice(&principal.practice_id)
+                .events_after(after, &types, limit + 1)
+                .await
+                .or_fail()?
+        };
+        let has_more = found.len() > limit as usize;
+        found.truncate(limit as usize);
+        let cursor = found
+            .last()
+            .map(StoredEvent::position)
+            .or(after)
+            .map(|p| ID(p.encode()));
+        Ok(Some(EventFeed {
+            data: Some(found.into_iter().map(|e| Some(Event(e))).collect()),
+            cursor,
+            has_more,
+        }))
+    }
+}
+
+/// Why a connection must end before its subscriptions hand out another event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Cut {
+    /// The token no longer works (revoked, signed out, expired) or its permissions changed.
+    Forbidden(String),
+    /// A subscription fell too far behind the events: it may resume with `after`.
+    TooSlow(String),
+}
+
+/// The connection a subscription runs on, as the transport (websocket, Server-Sent Events)
+/// hands it to the schema: the token it authenticated with, what that token allows now, and
+/// where to say that the connection must end.
+pub struct Connection {
+    token: String,
+    principal: Mutex<Principal>,
+    cut: watch::Sender<Option<Cut>>,
+}
+
+impl Connection {
+    /// A connection authenticated as `principal` with `token`, and the receiver the transport
+    /// watches for a cut.
+    pub fn new(
+        token: String,
+        principal: Principal,
+    ) -> (Arc<Connection>, watch::Receiver<Option<Cut>>) {
+        let (cut, cuts) = watch::channel(None);
+        let connection = Connection {
+            token,
+            principal: Mutex::new(principal),
+            cut,
+        };
+        (Arc::new(connection), cuts)
+    }
+
+    /// The token's holder as of the last check.
+    pub fn principal(&self) -> Principal {
+        self.principal
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Ends the connection: its transport closes it.
+    pub fn cut(&self, why: Cut) {
+        self.cut.send_if_modified(|cut| {
+            if cut.is_none() {
+                *cut = Some(why);
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    /// Checks the token again; cuts the connection when it no longer works, or allows other
+    /// things than before. True while it works as before.
+    pub async fn recheck(&self, store: &Store) -> bool {
+        let was = self.principal();
+        match auth::authenticate(store, &self.token).await {
+            Ok(now) if now.permissions == was.permissions => {
+                *self.principal.lock().unwrap_or_else(|e| e.into_inner()) = now;
+                true
+            }
+            Ok(_) => {
+                self.cut(Cut::Forbidden(
+                    "The token's permissions changed: connect again".into(),
+                ));
+                false
+            }
+            Err(auth::AuthError::Store(error)) => {
+                // Not known to be refused: the next event checks again.
+                tracing::warn!(%error, "could not check a subscriber's token again");
+                true
+            }
+            Err(refused) => {
+                let reason = match refused {
+                    auth::AuthError::Revoked => "The token has been revoked or signed out",
+                    auth::AuthError::Expired => "The token has expired",
+                    _ => "The token is no longer valid",
+                };
+                self.cut(Cut::Forbidden(reason.into()));
+                false
+            }
+        }
+    }
+
+    /// Cuts the connection if its token has expired; true while it has not.
+    pub fn check_expiry(&self) -> bool {
+        let expired = self.principal().expires_at.is_some_and(|at| at <= now_ms());
+        if expired {
+            self.cut(Cut::Forbidden("The token has expired".into()));
+        }
+        !expired
+    }
+}
+
+#[derive(Default)]
+pub struct EventSubscription;
+
+#[Subscription]
+impl EventSubscription {
+    /// The practice's changes as they happen, those the caller may read (see Query.events).
+    /// With `after`, the events kept after that cursor come first, in order, then live ones,
+    /// with no gap and none twice. The connection is closed (4403 on a websocket) when its
+    /// token is revoked, signed out or expires, or its permissions change, before another
+    /// event is sent. A subscriber that falls behind catches up from the log; one that falls
+    /// behind again and again is closed (1008 on a websocket), and resumes with `after`.
+    async fn events(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "Only events of these types; all when omitted.")] event_types: Option<
+            Vec<String>,
+        >,
+        #[graphql(desc = "Only events that name this patient.")] patient_id: Option<ID>,
+        #[graphql(
+            desc = "Resume after this event (Event.id): the events kept after it come \
+                          first."
+        )]
+        after: Option<ID>,
+    ) -> Result<impl Stream<Item = Event> + use<>> {
+        let principal = authorize(ctx, OperationKind::Subscription)?;
+        let connection = ctx.data::<Arc<Connection>>().map_err(|_| {
+            coded(
+                code::BAD_REQUEST,
+                "Subscriptions are served over a websocket (graphql-transport-ws) or \
+                 Server-Sent Events on /graphql",
+            )
+        })?;
+        let types = checked_types(event_types)?;
+        let store = store(ctx).clone();
+        let after = cursor(&store, principal, after).await?;
+        let receiver = ctx.data::<Hub>()?.subscribe().await;
+        let follower = Follower {
+            store,
+            connection: connection.clone(),
+            practice_id: principal.practice_id.clone(),
+            types,
+            patient_id: patient_id.map(|id| id.0),
+            receiver,
+            last: after.unwrap_or_default(),
+            replaying: after.is_some(),
+            waiting: VecDeque::new(),
+            lags: Vec::new(),
+        };
+        Ok(async_graphql::futures_util::stream::unfold(
+            follower,
+            |mut follower| async move {
+                let event = follower.next().await?;
+                Some((Event(event), follower))
+            },
+        ))
+    }
+}
+
+/// One subscription following the events: first those kept after its cursor, read from the
+/// log, then those the hub hands on, each once.
+struct Follower {
+    store: Store,
+    connection: Arc<Connection>,
+    practice_id: String,
+    types: Vec<String>,
+    patient_id: Option<String>,
+    /// Subscribed before the replay is read: nothing falls between the two.
+    receiver: broadcast::Receiver<Arc<StoredEvent>>,
+    /// The last event looked at.
+    last: Position,
+    /// Still reading the events kept after the cursor.
+    replaying: bool,
+    waiting: VecDeque<StoredEvent>,
+    /// When it last fell behind the hub.
+    lags: Vec<std::time::Instant>,
+}
+
+/// How often a subscription may fall behind the hub within [`LAG_WINDOW`] and catch up from
+/// the log; once more, and it is too slow, and its connection is closed.
+const MAX_LAGS: usize = 3;
+const LAG_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl Follower {
+    /// The next event to send; None when the subscription ends.
+    async fn next(&mut self) -> Option<StoredEvent> {
+        loop {
+            if let Some(event) = self.waiting.pop_front() {
+                if event.position() <= self.last {
+                    continue;
+                }
+                self.last = event.position();
+                if !self.allowed(&event).await {
+                    // The connection is cut: its transport closes it (4403), and the
+                    // subscription must not look as if it ended by itself meanwhile.
+                    return std::future::pending().await;
+                }
+                if self.wanted(&event) {
+                    return Some(event);
+                }
+                continue;
+            }
+            if self.replaying {
+                let kept = self
+                    .store
+                    .practice(&self.practice_id)
+                    .events_after(Some(self.last), &self.types, REPLAY_BATCH)
+                    .await;
+                match kept {
+                    Ok(events) if events.is_empty() => self.replaying = false,
+                    Ok(events) => self.waiting.extend(events),
+                    Err(error) => {
+                        tracing::warn!(%error, "could not read the events to replay");
+                        self.connection.cut(Cut::TooSlow(format!(
+                            "The events could not be read: resume with after: {}",
+                            self.last
+                        )));
+                        return std::future::pending().await;
+                    }
+                }
+                continue;
+            }
+            match self.receiver.recv().await {
+                Ok(event) => {
+                    if event.practice_id == self.practice_id {
+                        self.waiting.push_back((*event).clone());
+                    }
+                }
+                Err(RecvError::Lagged(_)) => {
+                    // Fell behind the hub: by a burst (a label taken off thousands of patients
+                    // at once), or by being slow. Either way the log has every event: catch up
+                    // from it, reading a batch at a time, and follow the hub again from where
+                    // it is now (the receiver is subscribed before the log is read, so nothing
+                    // falls in between). Falling behind again and again is being too slow.
+                    let now = std::time::Instant::now();
+                    self.lags.retain(|at| now.duration_since(*at) < LAG_WINDOW);
+                    self.lags.push(now);
+                    if self.lags.len() > MAX_LAGS {
+                        self.connection.cut(Cut::TooSlow(format!(
+                            "Too slow to keep up with the events: resume with after: {}",
+                            self.last
+                        )));
+                        return std::future::pending().await;
+                    }
+                    self.receiver = self.receiver.resubscribe();
+                    self.replaying = true;
+                }
+                Err(RecvError::Closed) => return None,
+            }
+        }
+    }
+
+    /// Whether the connection's token still allows anything to be sent: false (and the
+    /// connection cut) once it is revoked, signed out, changed or expired.
+    async fn allowed(&self, event: &StoredEvent) -> bool {
+        let principal = self.connection.principal();
+        let ours = match event.event_type.as_str() {
+            TOKEN_REVOKED => event.token_id.as_deref() == Some(principal.token_id.as_str()),
+            USER_CHANGED => {
+                event.user_id.is_some() && event.user_id.as_deref() == principal.user_id()
+            }
+            _ => false,
+        };
+        if ours && !self.connection.recheck(&self.store).await {
+            return false;
+        }
+        self.connection.check_expiry()
+    }
+
+    /// Whether the subscriber asked for the event, and may read it.
+    fn wanted(&self, event: &StoredEvent) -> bool {
+        let principal = self.connection.principal();
+        self.types.contains(&event.event_type)
+            && (self.patient_id.is_none() || event.patient_id == self.patient_id)
+            && Event::visible_to(event, &principal.permissions)
+    }
+}

@@ -1,0 +1,120 @@
+//! `Event`: one change of the practice, as the feed, subscriptions and webhooks tell of it, and
+//! the records it names, as they are now.
+
+use async_graphql::{Context, ID, Object, Result, SimpleObject};
+
+use super::{Booking, Label, Patient};
+use crate::auth::{Access, Permissions, Resource};
+use crate::graphql::access::require;
+use crate::graphql::loaders::{self, load_one};
+use crate::graphql::scalars::DateTime;
+use crate::store::events::StoredEvent;
+
+/// A change of the practice: a patient made, a booking moved, a label put on a patient. Its
+/// type is one of the dotted names of the contract (`patient.created`, `booking.updated`,
+/// `patient.label.added`, ...); it names the records it touched, and reaches them as they are
+/// now. An event is shown only to callers who may read its resource: `patient.*` needs
+/// `patients:read`, `booking.*` `bookings:read`, `label.*` `labels:read`.
+pub struct Event(pub StoredEvent);
+
+impl Event {
+    /// The resource whose read permission shows an event of `event_type`.
+    pub fn resource(event_type: &str) -> Option<Resource> {
+        match event_type.split('.').next() {
+            Some("patient") => Some(Resource::Patients),
+            Some("booking") => Some(Resource::Bookings),
+            Some("label") => Some(Resource::Labels),
+            _ => None,
+        }
+    }
+
+    /// Whether a caller with `permissions` may see the event.
+    pub fn visible_to(event: &StoredEvent, permissions: &Permissions) -> bool {
+        event.is_public()
+            && Self::resource(&event.event_type)
+                .is_some_and(|resource| permissions.allows(resource, Access::Read))
+    }
+}
+
+/// A change of the practice, as the feed, subscriptions and webhooks tell of it: its type (one
+/// of the contract's dotted names, such as `patient.created`), when it happened, the ids of
+/// the records it touched, and those records as they are now. Shown only to callers who may
+/// read its resource.
+#[Object]
+impl Event {
+    /// The event's id: opaque, increasing. Pass it as `after` to resume after this event; a
+    /// webhook's body carries it as `eventId`.
+    async fn id(&self) -> ID {
+        ID(self.0.position().encode())
+    }
+    /// What happened, e.g. "patient.created", "booking.patientJourney.arrived".
+    async fn event_type(&self) -> &str {
+        &self.0.event_type
+    }
+    /// When it happened.
+    async fn occurred_at(&self) -> DateTime {
+        DateTime::from_ms(self.0.occurred_at)
+    }
+    /// The ids of the records the event touched.
+    async fn identifiers(&self) -> EventIdentifiers {
+        EventIdentifiers {
+            patient_id: self.0.patient_id.clone().map(ID),
+            booking_id: self.0.booking_id.clone().map(ID),
+            label_id: self.0.label_id.clone().map(ID),
+        }
+    }
+    /// The patient the event names, as it is now (deleted ones included); null if it names
+    /// none. Needs `patients:read`.
+    async fn patient(&self, ctx: &Context<'_>) -> Result<Option<Patient>> {
+        let Some(id) = &self.0.patient_id else {
+            return Ok(None);
+        };
+        require(ctx, Resource::Patients, Access::Read)?;
+        let patient = load_one::<loaders::Patients>(ctx, id).await?;
+        Ok(patient.map(|p| Patient::read(ctx, p)))
+    }
+    /// The booking the event names, as it is now (cancelled ones included); null if it names
+    /// none. Needs `bookings:read`.
+    async fn booking(&self, ctx: &Context<'_>) -> Result<Option<Booking>> {
+        let Some(id) = &self.0.booking_id else {
+            return Ok(None);
+        };
+        require(ctx, Resource::Bookings, Access::Read)?;
+        let booking = load_one::<loaders::Bookings>(ctx, id).await?;
+        Ok(booking.map(|b| Booking::read(ctx, b)))
+    }
+    /// The label the event names, as it is now; null if it names none, or the label was
+    /// deleted since. Needs `labels:read`.
+    async fn label(&self, ctx: &Context<'_>) -> Result<Option<Label>> {
+        let Some(id) = &self.0.label_id else {
+            return Ok(None);
+        };
+        require(ctx, Resource::Labels, Access::Read)?;
+        let label = load_one::<loaders::Labels>(ctx, id).await?;
+        Ok(label.map(Label::from))
+    }
+}
+
+/// The ids of the records an event touched; those it does not name are null.
+#[derive(SimpleObject, Clone, Debug)]
+pub struct EventIdentifiers {
+    /// The patient: of every `patient.*` and `booking.*` event.
+    pub patient_id: Option<ID>,
+    /// The booking: of every `booking.*` event.
+    pub booking_id: Option<ID>,
+    /// The label: of `label.*`, `patient.label.added` and `patient.label.removed`.
+    pub label_id: Option<ID>,
+}
+
+/// A page of the feed of events.
+#[derive(SimpleObject)]
+pub struct EventFeed {
+    /// The events after the cursor asked for, oldest first, those the caller may see.
+    pub data: Option<Vec<Option<Event>>>,
+    /// Where to resume: pass it as `after` next time. The id of the last event in `data`, or
+    /// when there is none the `after` asked for; null only when the practice has no event the
+    /// caller may see yet.
+    pub cursor: Option<ID>,
+    /// True when more events follow at once: ask again with `cursor` without waiting.
+    pub has_more: bool,
+}

@@ -1,0 +1,222 @@
+//! GraphQL over Server-Sent Events, in the "distinct connections" mode of the `graphql-sse`
+//! protocol: for clients that cannot open a websocket. A `GET` or `POST /graphql` that accepts
+//! `text/event-stream` goes through the same stages as any other request (`graphql::admit`),
+//! then gets a stream of `next` events (each an execution result) ended by `complete`: one
+//! result for a query or mutation, one per event for a subscription, which runs until the
+//! client closes the connection.
+//!
+//! As the protocol asks, errors found in the document (validation, limits) come through the
+//! accepted stream, as a `next` with `errors`; a request that cannot be read at all (bad JSON,
+//! no token, over its rate) is refused with its status before any stream starts. When the
+//! token stops working, or the subscriber falls behind, a last `next` says why (code
+//! UNAUTHENTICATED or CONSUMER_TOO_SLOW) before `complete`.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::HeaderMap;
+use axum::http::request::Parts;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream::{self, BoxStream};
+use futures_util::{FutureExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::AppState;
+use super::graphql::{Admitted, Seen, admit};
+use super::reply::{MediaType, Reply};
+use crate::auth::OperationKind;
+use crate::graphql::error::code;
+use crate::graphql::events::{Connection, Cut};
+use crate::graphql::pipeline::{Executed, Rejection, Stop};
+use crate::store::now_ms;
+
+/// True when the client asks for an event stream and not for JSON (a client that accepts
+/// both gets JSON: an event stream is asked for on purpose).
+pub fn wants_events(headers: &HeaderMap) -> bool {
+    let types: Vec<String> = headers
+        .get_all(axum::http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|item| item.split(';').next())
+        .map(|essence| essence.trim().to_ascii_lowercase())
+        .collect();
+    types.iter().any(|t| t == "text/event-stream")
+        && !types
+            .iter()
+            .any(|t| t == "application/json" || t == "application/graphql-response+json")
+}
+
+/// `GET` or `POST /graphql` with `Accept: text/event-stream`.
+pub async fn handle(app: AppState, parts: Parts, body: Body) -> Response {
+    let mut seen = Seen::default();
+    let limit = app.request_timeout;
+    let admitted = tokio::time::timeout(limit, admit(&app, &parts, body, &mut seen)).await;
+    let admitted = match admitted {
+        Ok(Ok(admitted)) => admitted,
+        // Found in the document: told through the stream, as the protocol asks.
+        Ok(Err(rejection)) if rejection.stop == Stop::Document => {
+            return events(stream::iter([rejection.body()]).boxed());
+        }
+        Ok(Err(rejection)) => {
+            return Reply::rejected(MediaType::Json, &rejection).into_response(seen.rate);
+        }
+        Err(_) => {
+            let rejection = Rejection::timed_out(limit);
+            return Reply::rejected(MediaType::Json, &rejection).into_response(seen.rate);
+        }
+    };
+    let results = if admitted.prepared.kind() == OperationKind::Subscription {
+        subscription(&app, admitted)
+    } else {
+        let Admitted {
+            prepared, caller, ..
+        } = admitted;
+        let pipeline = app.pipeline.clone();
+        async move {
+            match tokio::time::timeout(limit, pipeline.execute(prepared, caller)).await {
+                Ok(Ok(executed)) => executed.body,
+                Ok(Err(rejection)) => rejection.body(),
+                Err(_) => Rejection::timed_out(limit).body(),
+            }
+        }
+        .into_stream()
+        .boxed()
+    };
+    events(results)
+}
+
+/// A subscription's results: one per event, until the client goes away, the token stops
+/// working or the subscriber falls behind (a last result says which).
+fn subscription(app: &AppState, admitted: Admitted) -> BoxStream<'static, Value> {
+    let Admitted {
+        prepared,
+        caller,
+        token,
+        ..
+    } = admitted;
+    let Some(principal) = caller.principal.clone() else {
+        return stream::iter([Rejection::new(
+            Stop::Unauthenticated,
+            code::UNAUTHENTICATED,
+            "A subscription needs a token",
+        )
+        .body()])
+        .boxed();
+    };
+    if let Err(rejection) = app.pipeline.permit(&prepared, &principal) {
+        return stream::iter([rejection.body()]).boxed();
+    }
+    let expires_at = principal.expires_at;
+    let (connection, cuts) = Connection::new(token.unwrap_or_default(), principal);
+    let results = match app.pipeline.subscribe(prepared, caller, connection.clone()) {
+        Ok(results) => results,
+        Err(rejection) => return stream::iter([rejection.body()]).boxed(),
+    };
+    let state = Following {
+        results,
+        cuts,
+        connection,
+        expires_at,
+        done: false,
+    };
+    stream::unfold(state, |mut state| async move {
+        if state.done {
+            return None;
+        }
+        let next = state.next().await;
+        state.done = next.as_ref().is_none_or(|(last, _)| *last);
+        next.map(|(_, value)| (value, state))
+    })
+    .boxed()
+}
+
+/// A subscription followed over an event stream.
+struct Following {
+    results: BoxStream<'static, Result<Executed, Rejection>>,
+    cuts: watch::Receiver<Option<Cut>>,
+    /// Held for the subscription's life: the cuts come through it.
+    connection: Arc<Connection>,
+    expires_at: Option<i64>,
+    done: bool,
+}
+
+impl Following {
+    /// The next result, and whether it is the last; None when the subscription ended.
+    async fn next(&mut self) -> Option<(bool, Value)> {
+        let expiry = async {
+            match self.expires_at {
+                Some(at) => {
+                    let wait = u64::try_from(at - now_ms()).unwrap_or(0);
+                    tokio::time::sleep(Duration::from_millis(wait)).await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            result = self.results.next() => match result? {
+                Ok(executed) => Some((false, executed.body)),
+                Err(rejection) => Some((true, rejection.body())),
+            },
+            cut = self.cuts.wait_for(Option::is_some) => {
+                let cut = cut.ok().and_then(|cut| cut.clone());
+                Some((true, cut_body(cut)))
+            },
+            () = expiry => {
+                self.connection.cut(Cut::Forbidden("The token has expired".into()));
+                Some((true, cut_body(Some(Cut::Forbidden("The token has expired".into())))))
+            }
+        }
+    }
+}
+
+/// The last result of a subscription that was cut off.
+fn cut_body(cut: Option<Cut>) -> Value {
+    let (code, message) = match cut {
+        Some(Cut::TooSlow(reason)) => (code::CONSUMER_TOO_SLOW, reason),
+        Some(Cut::Forbidden(reason)) => (code::UNAUTHENTICATED, reason),
+        None => (code::UNAUTHENTICATED, "The subscription ended".to_string()),
+    };
+    json!({ "errors": [{ "message": message, "extensions": { "code": code } }] })
+}
+
+/// Results as the protocol's events: a `next` each, then `complete`.
+fn events(results: BoxStream<'static, Value>) -> Response {
+    let next = results
+        .map(|result| Ok::<_, Infallible>(Event::default().event("next").data(result.to_string())));
+    let complete =
+        stream::once(async { Ok::<_, Infallible>(Event::default().event("complete").data("")) });
+    Sse::new(next.chain(complete))
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(12)))
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    #[test]
+    fn knows_an_event_stream_accept() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            axum::http::header::ACCEPT,
+            HeaderValue::from_static("text/event-stream;q=0.9"),
+        );
+        assert!(wants_events(&headers));
+        headers.insert(
+            axum::http::header::ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        assert!(!wants_events(&headers));
+        headers.insert(
+            axum::http::header::ACCEPT,
+            HeaderValue::from_static("application/json"),
+        );
+        assert!(!wants_events(&headers));
+    }
+}

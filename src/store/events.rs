@@ -1,0 +1,366 @@
+//! The event log: each change's events, written in the change's own transaction with its audit
+//! record (see [`PracticeStore::record_in`]), and the webhook deliveries they are due.
+//!
+//! Events are read in the order of their [`Position`]: the writing transaction, then the order
+//! within it. On PostgreSQL a reader reads only events of transactions older than the oldest
+//! one still running (`Engine::visible_events`): no transaction can commit an event before a
+//! position a reader has passed, so a reader that follows positions never skips an event.
+
+use std::fmt;
+
+use serde_json::{Value, json};
+use sqlx::{Any, FromRow, Transaction};
+
+use super::audit::Event as AuditEvent;
+use super::{Engine, PracticeStore, Store, StoreResult, now_ms};
+
+/// The event types clients see: the dotted names of the specified API's webhooks.
+pub const EVENT_TYPES: &[&str] = &[
+    "patient.created",
+    "patient.updated",
+    "patient.deleted",
+    "patient.archived",
+    "patient.unarchived",
+    "patient.label.added",
+    "patient.label.removed",
+    "booking.created",
+    "booking.updated",
+    "booking.deleted",
+    "booking.patientJourney.arrived",
+    "booking.patientJourney.inConsultation",
+    "booking.patientJourney.completed",
+    "booking.patientJourney.noShow",
+    "label.created",
+    "label.updated",
+    "label.deleted",
+];
+
+/// An internal event: a token that no longer works (revoked, signed out).
+pub const TOKEN_REVOKED: &str = "token.revoked";
+/// An internal event: a staff user whose sessions or permissions changed.
+pub const USER_CHANGED: &str = "user.changed";
+
+/// Where an event stands in the log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Position {
+    /// The writing transaction (always 0 on SQLite, which writes one at a time).
+    pub tx: i64,
+    /// The event's own number.
+    pub id: i64,
+}
+
+impl Position {
+    /// The event's public id: opaque, increasing.
+    pub fn encode(self) -> String {
+        format!("{:016x}{:016x}", self.tx, self.id)
+    }
+
+    /// A public id read back; None if it is not one.
+    pub fn decode(text: &str) -> Option<Position> {
+        if text.len() != 32 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let tx = i64::from_str_radix(&text[..16], 16).ok()?;
+        let id = i64::from_str_radix(&text[16..], 16).ok()?;
+        Some(Position { tx, id })
+    }
+}
+
+impl fmt::Display for Position {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.encode())
+    }
+}
+
+/// An event as stored.
+#[derive(Clone, Debug, FromRow, PartialEq, Eq)]
+pub struct StoredEvent {
+    pub id: i64,
+    pub tx_id: i64,
+    pub practice_id: String,
+    pub event_type: String,
+    pub occurred_at: i64,
+    pub patient_id: Option<String>,
+    pub booking_id: Option<String>,
+    pub label_id: Option<String>,
+    pub token_id: Option<String>,
+    pub user_id: Option<String>,
+}
+
+impl StoredEvent {
+    pub fn position(&self) -> Position {
+        Position {
+            tx: self.tx_id,
+            id: self.id,
+        }
+    }
+
+    /// True for the types clients see.
+    pub fn is_public(&self) -> bool {
+        EVENT_TYPES.contains(&self.event_type.as_str())
+    }
+
+    /// The identifiers a webhook's body carries, those that are set.
+    pub fn identifiers(&self) -> Value {
+        let mut out = serde_json::Map::new();
+        for (key, value) in [
+            ("patientId", &self.patient_id),
+            ("bookingId", &self.booking_id),
+            ("labelId", &self.label_id),
+        ] {
+            if let Some(value) = value {
+                out.insert(key.into(), json!(value));
+            }
+        }
+        Value::Object(out)
+    }
+}
+
+const EVENT_COLUMNS: &str = "id, tx_id, practice_id, event_type, occurred_at, patient_id, \
+                             booking_id, label_id, token_id, user_id";
+
+/// The event a write makes, if it makes one: its type and identifiers, from what the audit
+/// log records of it.
+fn event_of(write: &AuditEvent<'_>) -> Option<[Option<String>; 6]> {
+    let resource = Some(write.resource_id.to_string());
+    let patient = write.patient_id.map(str::to_string);
+    let kind = match (write.resource_type, write.action) {
+        ("patient", "create") => "patient.created",
+        ("patient", "update") => "patient.updated",
+        ("patient", "delete") => "patient.deleted",
+        ("patient", "archive") => "patient.archived",
+        ("patient", "unarchive") => "patient.unarchived",
+        ("label", "add_label") => "patient.label.added",
+        ("label", "remove_label") => "patient.label.removed",
+        ("label", "create") => "label.created",
+        ("label", "update") => "label.updated",
+        ("label", "delete") => "label.deleted",
+        ("booking", "create") => "booking.created",
+        ("booking", "update") => "booking.updated",
+        ("booking", "delete") => "booking.deleted",
+        ("token", "revoke" | "sign_out") => TOKEN_REVOKED,
+        ("user", "update" | "disable" | "enable" | "reset_password" | "change_password") => {
+            USER_CHANGED
+        }
+        _ => return None,
+    };
+    let (booking, label, token, user) = match write.resource_type {
+        "booking" => (resource, None, None, None),
+        "label" => (None, resource, None, None),
+        "token" => (None, None, resource, None),
+        "user" => (None, None, None, resource),
+        _ => (None, None, None, None),
+    };
+    Some([Some(kind.to_string()), patient, booking, label, token, user])
+}
+
+impl PracticeStore<'_> {
+    /// Writes the events of `writes` in `tx`, and the webhook deliveries they are due.
+    pub(super) async fn record_events(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        writes: &[AuditEvent<'_>],
+    ) -> StoreResult<()> {
+        let rows: Vec<Value> = writes
+            .iter()
+            .filter_map(event_of)
+            .map(|e| json!(e))
+            .collect();
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let now = now_ms();
+        let sql = format!(
+            "INSERT INTO events (practice_id, occurred_at, event_type, patient_id, booking_id, \
+             label_id, token_id, user_id) \
+             SELECT $1, $2, r.value->>0, r.value->>1, r.value->>2, r.value->>3, r.value->>4, \
+             r.value->>5 FROM {} RETURNING {EVENT_COLUMNS}",
+            self.store.engine.json_rows(3, false)
+        );
+        let written: Vec<StoredEvent> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .bind(now)
+            .bind(Value::Array(rows).to_string())
+            .fetch_all(&mut **tx)
+            .await?;
+        let due: Vec<Value> = written
+            .iter()
+            .filter(|e| e.is_public())
+            .map(|e| {
+                json!([
+                    e.position().encode(),
+                    e.event_type,
+                    e.identifiers().to_string()
+                ])
+            })
+            .collect();
+        if due.is_empty() {
+            return Ok(());
+        }
+        let sql = format!(
+            "INSERT INTO webhook_deliveries (practice_id, id, subscription_id, event_id, \
+             event_type, identifiers, status, next_attempt_at, created_at) \
+             SELECT $1, s.id || ':' || (r.value->>0), s.id, r.value->>0, r.value->>1, \
+             r.value->>2, CASE WHEN s.delivery_paused = 0 THEN 'pending' ELSE 'paused' END, \
+             CASE WHEN s.delivery_paused = 0 THEN $2 END, $2 FROM {} \
+             JOIN webhook_event_types t ON t.practice_id = $1 AND t.event_type = r.value->>1 \
+             JOIN webhook_subscriptions s ON s.practice_id = t.practice_id \
+             AND s.id = t.subscription_id \
+             WHERE s.deleted_at IS NULL",
+            self.store.engine.json_rows(3, false)
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .bind(now)
+            .bind(Value::Array(due).to_string())
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    /// The practice's events after `after` (all kept ones when None), of `types`, in order;
+    /// at most `limit`.
+    pub async fn events_after(
+        &self,
+        after: Option<Position>,
+        types: &[String],
+        limit: u32,
+    ) -> StoreResult<Vec<StoredEvent>> {
+        let after = after.unwrap_or(Position { tx: -1, id: -1 });
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE practice_id = $1 \
+             AND (tx_id > $2 OR (tx_id = $2 AND id > $3)) AND event_type {} AND {} \
+             ORDER BY tx_id, id LIMIT $5",
+            self.store.engine.in_list(4),
+            self.store.engine.visible_events()
+        );
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .bind(after.tx)
+            .bind(after.id)
+            .bind(super::json_list(types))
+            .bind(i64::from(limit))
+            .fetch_all(self.read())
+            .await?)
+    }
+
+    /// The first position the log still holds of this practice: a cursor before it asks for
+    /// events that were deleted.
+    pub async fn event_floor(&self) -> StoreResult<Option<Position>> {
+        let floor: Option<(i64, i64)> =
+            sqlx::query_as("SELECT tx_id, id FROM event_floors WHERE practice_id = $1")
+                .bind(self.practice_id)
+                .fetch_optional(self.read())
+                .await?;
+        Ok(floor.map(|(tx, id)| Position { tx, id }))
+    }
+}
+
+impl Store {
+    /// The events of every practice after `after`, in order, at most `limit`: what an
+    /// instance hands its live subscribers. (The one read of events across practices, as the
+    /// sweeps are: each event goes on to its own practice's subscribers only.)
+    pub async fn all_events_after(
+        &self,
+        after: Position,
+        limit: u32,
+    ) -> StoreResult<Vec<StoredEvent>> {
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events \
+             WHERE (tx_id > $1 OR (tx_id = $1 AND id > $2)) AND {} \
+             ORDER BY tx_id, id LIMIT $3",
+            self.engine.visible_events()
+        );
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(after.tx)
+            .bind(after.id)
+            .bind(i64::from(limit))
+            .fetch_all(&self.read)
+            .await?)
+    }
+
+    /// The position of the last event readers can see now.
+    pub async fn last_event(&self) -> StoreResult<Position> {
+        let sql = format!(
+            "SELECT tx_id, id FROM events WHERE {} ORDER BY tx_id DESC, id DESC LIMIT 1",
+            self.engine.visible_events()
+        );
+        let last: Option<(i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .fetch_optional(&self.read)
+            .await?;
+        Ok(last.map_or(Position::default(), |(tx, id)| Position { tx, id }))
+    }
+
+    /// Deletes up to `batch` events that occurred before `before`, in every practice, and
+    /// raises each practice's floor past them; returns how many it deleted.
+    pub async fn forget_events(&self, before: i64, batch: u32) -> StoreResult<u64> {
+        let mut tx = self.begin_write().await?;
+        let old: Vec<(String, i64, i64)> = sqlx::query_as(
+            "SELECT practice_id, tx_id, id FROM events WHERE occurred_at < $1 \
+             ORDER BY tx_id, id LIMIT $2",
+        )
+        .bind(before)
+        .bind(i64::from(batch))
+        .fetch_all(&mut *tx)
+        .await?;
+        let Some(&(_, last_tx, last_id)) = old.last() else {
+            return Ok(0);
+        };
+        // Each practice's floor is its own last event deleted: a cursor at or after it has
+        // missed nothing. (`old` is in order, so the last of each practice's is its highest.)
+        let mut floors: std::collections::BTreeMap<&str, (i64, i64)> = Default::default();
+        for (practice, tx_id, id) in &old {
+            floors.insert(practice.as_str(), (*tx_id, *id));
+        }
+        let deleted = sqlx::query(
+            "DELETE FROM events WHERE occurred_at < $1 \
+             AND (tx_id < $2 OR (tx_id = $2 AND id <= $3))",
+        )
+        .bind(before)
+        .bind(last_tx)
+        .bind(last_id)
+        .execute(&mut *tx)
+        .await?;
+        for (practice, (floor_tx, floor_id)) in floors {
+            sqlx::query(
+                "INSERT INTO event_floors (practice_id, tx_id, id) VALUES ($1, $2, $3) \
+                 ON CONFLICT (practice_id) DO UPDATE SET tx_id = excluded.tx_id, \
+                 id = excluded.id",
+            )
+            .bind(practice)
+            .bind(floor_tx)
+            .bind(floor_id)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(deleted.rows_affected())
+    }
+}
+
+impl Engine {
+    /// A condition on `events` that holds for the events every reader can see for good: on
+    /// PostgreSQL, those of transactions older than the oldest still running.
+    fn visible_events(self) -> &'static str {
+        match self {
+            Engine::Sqlite => "1 = 1",
+            Engine::Postgres => "tx_id < pg_snapshot_xmin(pg_current_snapshot())::text::bigint",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_read_back_and_sort_as_their_ids() {
+        let a = Position { tx: 7, id: 12 };
+        let b = Position { tx: 8, id: 11 };
+        assert_eq!(Position::decode(&a.encode()), Some(a));
+        assert!(a < b);
+        assert!(a.encode() < b.encode());
+        assert_eq!(Position::decode("nope"), None);
+        assert_eq!(Position::decode(&"g".repeat(32)), None);
+    }
+}

@@ -1,0 +1,709 @@
+//! Webhook subscriptions and the outbox of their deliveries. A delivery is written with its
+//! event (see `events.rs`); any instance claims the deliveries that are due, for a lease, so
+//! that one instance at a time makes each attempt, and an instance that dies lets its claims go
+//! when their lease ends.
+
+use std::collections::HashMap;
+
+use sqlx::FromRow;
+
+use super::audit::Event;
+use super::{Change, Page, PageRequest, PracticeStore, Store, StoreResult, new_id, now_ms};
+use crate::domain::{Record, Refusal};
+
+const SUBSCRIPTION_COLUMNS: &str = "id, url, label, headers, secret, previous_secret, \
+     previous_secret_until, delivery_paused, failing_since, deleted_at, created_at, updated_at";
+
+/// A webhook subscription as stored.
+#[derive(Clone, Debug, FromRow)]
+pub struct Subscription {
+    pub id: String,
+    pub url: String,
+    pub label: String,
+    /// JSON: `[{"key", "value"}]`.
+    pub headers: String,
+    pub secret: String,
+    pub previous_secret: Option<String>,
+    pub previous_secret_until: Option<i64>,
+    pub delivery_paused: i64,
+    pub failing_since: Option<i64>,
+    pub deleted_at: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// A subscription with its event types.
+#[derive(Clone, Debug)]
+pub struct Webhook {
+    pub subscription: Subscription,
+    pub event_types: Vec<String>,
+}
+
+/// What a new subscription, or a change of one, sets.
+#[derive(Clone, Debug, Default)]
+pub struct WebhookFields {
+    pub url: Option<String>,
+    pub label: Option<String>,
+    /// JSON: `[{"key", "value"}]`.
+    pub headers: Option<String>,
+    pub event_types: Option<Vec<String>>,
+    pub delivery_paused: Option<bool>,
+}
+
+/// A header a subscription adds to its deliveries, as `Subscription::headers` holds them.
+#[derive(Clone, Debug, serde::Deserialize, serde::Serialize)]
+pub struct Header {
+    pub key: String,
+    pub value: String,
+}
+
+/// A delivery of one event to one subscription, with its latest attempt.
+#[derive(Clone, Debug, FromRow)]
+pub struct Delivery {
+    pub id: String,
+    pub subscription_id: String,
+    pub event_id: String,
+    pub event_type: String,
+    /// JSON: the identifiers the body carries.
+    pub identifiers: String,
+    /// `pending`, `delivered`, `failed` or `paused`.
+    pub status: String,
+    pub attempts: i64,
+    pub next_attempt_at: Option<i64>,
+    pub last_status: Option<i64>,
+    pub last_error: Option<String>,
+    pub last_attempt_at: Option<i64>,
+    pub created_at: i64,
+}
+
+/// One attempt of a delivery.
+#[derive(Clone, Debug, FromRow)]
+pub struct Attempt {
+    pub delivery_id: String,
+    pub attempt: i64,
+    pub at: i64,
+    pub response_status: Option<i64>,
+    pub error: Option<String>,
+}
+
+/// A delivery claimed by an instance, with what it takes to send it.
+#[derive(Clone, Debug, FromRow)]
+pub struct Claimed {
+    pub practice_id: String,
+    pub id: String,
+    pub subscription_id: String,
+    pub event_id: String,
+    pub event_type: String,
+    pub identifiers: String,
+    pub attempts: i64,
+    pub url: String,
+    pub headers: String,
+    pub secret: String,
+    pub previous_secret: Option<String>,
+    pub previous_secret_until: Option<i64>,
+}
+
+/// What became of an attempt.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The receiver's status, if it answered.
+    pub response_status: Option<u16>,
+    /// Why it failed, if it did (no answer, or not a 2xx).
+    pub error: Option<String>,
+    /// When to try again; None when this was the last attempt, or a success.
+    pub retry_at: Option<i64>,
+    /// The receiver answered 410 Gone: pause its subscription.
+    pub gone: bool,
+}
+
+/// When a pending delivery is due: its next attempt's time, and for the first attempt the
+/// schedule's first delay (placeholder `first_delay`) after it.
+fn due(first_delay: &str) -> String {
+    format!("(next_attempt_at + CASE WHEN attempts = 0 THEN {first_delay} ELSE 0 END)")
+}
+
+const DELIVERY_COLUMNS: &str = "id, subscription_id, event_id, event_type, identifiers, status, \
+     attempts, next_attempt_at, last_status, last_error, last_attempt_at, created_at";
+
+impl PracticeStore<'_> {
+    /// The practice's webhook subscription with this id, deleted ones included.
+    pub async fn find_webhook(&self, id: &str) -> StoreResult<Option<Webhook>> {
+        let sql = format!(
+            "SELECT {SUBSCRIPTION_COLUMNS} FROM webhook_subscriptions \
+             WHERE practice_id = $1 AND id = $2"
+        );
+        let found: Option<Subscription> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .bind(id)
+            .fetch_optional(self.read())
+            .await?;
+        let Some(subscription) = found else {
+            return Ok(None);
+        };
+        let mut types = self
+            .webhook_types(std::slice::from_ref(&subscription.id))
+            .await?;
+        let event_types = types.remove(&subscription.id).unwrap_or_default();
+        Ok(Some(Webhook {
+            subscription,
+            event_types,
+        }))
+    }
+
+    /// A page of the practice's webhook subscriptions, newest first.
+    pub async fn list_webhooks(
+        &self,
+        include_deleted: bool,
+        page: PageRequest,
+    ) -> StoreResult<Page<Webhook>> {
+        let deleted = if include_deleted {
+            ""
+        } else {
+            " AND deleted_at IS NULL"
+        };
+        let sql = format!(
+            "SELECT {SUBSCRIPTION_COLUMNS} FROM webhook_subscriptions WHERE practice_id = $1\
+             {deleted} ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3"
+        );
+        let rows: Vec<Subscription> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .bind(page.limit())
+            .bind(page.offset())
+            .fetch_all(self.read())
+            .await?;
+        let page = page.finish(rows);
+        let ids: Vec<String> = page.items.iter().map(|s| s.id.clone()).collect();
+        let mut types = self.webhook_types(&ids).await?;
+        Ok(Page {
+            has_more: page.has_more,
+            items: page
+                .items
+                .into_iter()
+                .map(|subscription| Webhook {
+                    event_types: types.remove(&subscription.id).unwrap_or_default(),
+                    subscription,
+                })
+                .collect(),
+        })
+    }
+
+    /// The event types of these subscriptions, by subscription.
+    async fn webhook_types(&self, ids: &[String]) -> StoreResult<HashMap<String, Vec<String>>> {
+        let sql = format!(
+            "SELECT subscription_id, event_type FROM webhook_event_types \
+             WHERE practice_id = $1 AND subscription_id {} ORDER BY event_type",
+            self.store.engine.in_list(2)
+        );
+        let rows: Vec<(String, String)> = self.read_for_ids(&sql, ids).await?;
+        let mut out: HashMap<String, Vec<String>> = HashMap::new();
+        for (id, event_type) in rows {
+            out.entry(id).or_default().push(event_type);
+        }
+        Ok(out)
+    }
+
+    /// Adds a subscription with its secret. Refused when a live subscription of the practice
+    /// already sends one of the types to the same URL.
+    pub async fn create_webhook(
+        &self,
+        fields: WebhookFields,
+        secret: &str,
+    ) -> StoreResult<Change<Webhook>> {
+        let now = now_ms();
+        let id = new_id();
+        let mut tx = self.begin_write().await?;
+        let url = fields.url.unwrap_or_default();
+        let types = fields.event_types.unwrap_or_default();
+        if let Some(taken) = self.same_url_and_type(&mut tx, None, &url, &types).await? {
+            return Ok(Err(taken.into()));
+        }
+        sqlx::query(
+            "INSERT INTO webhook_subscriptions (practice_id, id, url, label, headers, secret, \
+             delivery_paused, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)",
+        )
+        .bind(self.practice_id)
+        .bind(&id)
+        .bind(&url)
+        .bind(fields.label.unwrap_or_default())
+        .bind(fields.headers.unwrap_or_else(|| "[]".into()))
+        .bind(secret)
+        .bind(i64::from(fields.delivery_paused.unwrap_or(false)))
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        self.set_webhook_types(&mut tx, &id, &types).await?;
+        self.commit(tx, Event::of("create", "webhook", &id)).await?;
+        self.webhook_as_changed(&id).await
+    }
+
+    /// Changes a subscription; refused for a deleted one, or when the change would send one of
+    /// its types to a URL another live subscription has it for.
+    pub async fn update_webhook(
+        &self,
+        id: &str,
+        fields: WebhookFields,
+    ) -> StoreResult<Change<Webhook>> {
+        let mut tx = self.begin_write().await?;
+        let sql = format!(
+            "UPDATE webhook_subscriptions SET updated_at = updated_at \
+             WHERE practice_id = $1 AND id = $2 RETURNING {SUBSCRIPTION_COLUMNS}"
+        );
+        let found: Option<Subscription> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(current) = found else {
+            return Ok(Err(
+                Refusal::NotFound(Record::Webhook, id.to_string()).into()
+            ));
+        };
+        if current.deleted_at.is_some() {
+            return Ok(Err(Refusal::WebhookDeleted.into()));
+        }
+        let types = match &fields.event_types {
+            Some(types) => types.clone(),
+            None => self
+                .webhook_types(std::slice::from_ref(&current.id))
+                .await?
+                .remove(&current.id)
+                .unwrap_or_default(),
+        };
+        let url = fields.url.clone().unwrap_or(current.url.clone());
+        if let Some(taken) = self
+            .same_url_and_type(&mut tx, Some(id), &url, &types)
+            .await?
+        {
+            return Ok(Err(taken.into()));
+        }
+        let paused = fields
+            .delivery_paused
+            .map_or(current.delivery_paused, i64::from);
+        sqlx::query(
+            "UPDATE webhook_subscriptions SET url = $3, label = $4, headers = $5, \
+             delivery_paused = $6, failing_since = CASE WHEN $6 = 0 THEN NULL \
+             ELSE failing_since END, updated_at = $7 WHERE practice_id = $1 AND id = $2",
+        )
+        .bind(self.practice_id)
+        .bind(id)
+        .bind(&url)
+        .bind(fields.label.unwrap_or(current.label))
+        .bind(fields.headers.unwrap_or(current.headers))
+        .bind(paused)
+        .bind(now_ms().max(current.updated_at))
+        .execute(&mut *tx)
+        .await?;
+        if fields.event_types.is_some() {
+            self.set_webhook_types(&mut tx, id, &types).await?;
+        }
+        if current.delivery_paused != 0 && paused == 0 {
+            // Delivery resumes with what waited while it was paused: nothing is lost.
+            sqlx::query(
+                "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $3 \
+                 WHERE practice_id = $1 AND subscription_id = $2 AND status = 'paused'",
+            )
+            .bind(self.practice_id)
+            .bind(id)
+            .bind(now_ms())
+            .execute(&mut *tx)
+            .await?;
+        }
+        self.commit(tx, Event::of("update", "webhook", id)).await?;
+        self.webhook_as_changed(id).await
+    }
+
+    /// Deletes a subscription: a soft delete; its pending deliveries are dropped.
+    pub async fn delete_webhook(&self, id: &str) -> StoreResult<Change<Webhook>> {
+        let mut tx = self.begin_write().await?;
+        let deleted = sqlx::query(
+            "UPDATE webhook_subscriptions SET deleted_at = COALESCE(deleted_at, $3), \
+             updated_at = $3 WHERE practice_id = $1 AND id = $2",
+        )
+        .bind(self.practice_id)
+        .bind(id)
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await?;
+        if deleted.rows_affected() == 0 {
+            return Ok(Err(
+                Refusal::NotFound(Record::Webhook, id.to_string()).into()
+            ));
+        }
+        sqlx::query(
+            "DELETE FROM webhook_deliveries WHERE practice_id = $1 AND subscription_id = $2 \
+             AND status = 'pending'",
+        )
+        .bind(self.practice_id)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        self.commit(tx, Event::of("delete", "webhook", id)).await?;
+        self.webhook_as_changed(id).await
+    }
+
+    /// Gives a subscription a new secret; the old one goes on signing until `old_until`.
+    pub async fn rotate_webhook_secret(
+        &self,
+        id: &str,
+        secret: &str,
+        old_until: i64,
+    ) -> StoreResult<Change<Webhook>> {
+        let mut tx = self.begin_write().await?;
+        let rotated = sqlx::query(
+            "UPDATE webhook_subscriptions SET previous_secret = secret, \
+             previous_secret_until = $4, secret = $3, updated_at = $5 \
+             WHERE practice_id = $1 AND id = $2 AND deleted_at IS NULL",
+        )
+        .bind(self.practice_id)
+        .bind(id)
+        .bind(secret)
+        .bind(old_until)
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await?;
+        if rotated.rows_affected() == 0 {
+            drop(tx);
+            return Ok(Err(match self.find_webhook(id).await? {
+                None => Refusal::NotFound(Record::Webhook, id.to_string()),
+                Some(_) => Refusal::WebhookDeleted,
+            }
+            .into()));
+        }
+        self.commit(tx, Event::of("rotate_secret", "webhook", id))
+            .await?;
+        self.webhook_as_changed(id).await
+    }
+
+    /// A page of a subscription's deliveries, newest first.
+    pub async fn list_deliveries(
+        &self,
+        subscription_id: &str,
+        page: PageRequest,
+    ) -> StoreResult<Page<Delivery>> {
+        let sql = format!(
+            "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE practice_id = $1 \
+             AND subscription_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3 OFFSET $4"
+        );
+        let rows = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .bind(subscription_id)
+            .bind(page.limit())
+            .bind(page.offset())
+            .fetch_all(self.read())
+            .await?;
+        Ok(page.finish(rows))
+    }
+
+    /// The attempts of these deliveries, by delivery, in order.
+    pub async fn attempts_of(&self, ids: &[String]) -> StoreResult<HashMap<String, Vec<Attempt>>> {
+        let sql = format!(
+            "SELECT delivery_id, attempt, at, response_status, error FROM webhook_attempts \
+             WHERE practice_id = $1 AND delivery_id {} ORDER BY attempt",
+            self.store.engine.in_list(2)
+        );
+        let rows: Vec<Attempt> = self.read_for_ids(&sql, ids).await?;
+        let mut out: HashMap<String, Vec<Attempt>> = HashMap::new();
+        for row in rows {
+            out.entry(row.delivery_id.clone()).or_default().push(row);
+        }
+        Ok(out)
+    }
+
+    /// Sends a delivery again, now, whatever became of it; refused while it is pending, or
+    /// when its subscription is deleted.
+    pub async fn redeliver(&self, id: &str) -> StoreResult<Change<Delivery>> {
+        let mut tx = self.begin_write().await?;
+        let sql = format!(
+            "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $3, \
+             lease_until = NULL WHERE practice_id = $1 AND id = $2 AND status <> 'pending' \
+             AND subscription_id IN (SELECT id FROM webhook_subscriptions \
+             WHERE practice_id = $1 AND deleted_at IS NULL) RETURNING {DELIVERY_COLUMNS}"
+        );
+        let updated: Option<Delivery> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .bind(id)
+            .bind(now_ms())
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(delivery) = updated else {
+            drop(tx);
+            let exists: Option<(String,)> = sqlx::query_as(
+                "SELECT status FROM webhook_deliveries WHERE practice_id = $1 AND id = $2",
+            )
+            .bind(self.practice_id)
+            .bind(id)
+            .fetch_optional(self.read())
+            .await?;
+            return Ok(Err(match exists {
+                None => Refusal::NotFound(Record::WebhookDelivery, id.to_string()),
+                Some(_) => Refusal::DeliveryPending,
+            }
+            .into()));
+        };
+        self.commit(tx, Event::of("redeliver", "webhook_delivery", id))
+            .await?;
+        Ok(Ok(delivery))
+    }
+
+    /// The first type of `types` that a live subscription other than `except` already sends
+    /// to `url`, if any.
+    async fn same_url_and_type(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        except: Option<&str>,
+        url: &str,
+        types: &[String],
+    ) -> StoreResult<Option<Refusal>> {
+        let sql = format!(
+            "SELECT t.event_type FROM webhook_event_types t JOIN webhook_subscriptions s \
+             ON s.practice_id = t.practice_id AND s.id = t.subscription_id \
+             WHERE t.practice_id = $1 AND s.url = $2 AND s.deleted_at IS NULL AND s.id <> $3 \
+             AND t.event_type {} ORDER BY t.event_type LIMIT 1",
+            self.store.engine.in_list(4)
+        );
+        let taken: Option<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .bind(url)
+            .bind(except.unwrap_or(""))
+            .bind(super::json_list(types))
+            .fetch_optional(&mut **tx)
+            .await?;
+        Ok(taken.map(|(event_type,)| Refusal::WebhookTaken {
+            url: url.to_string(),
+            event_type,
+        }))
+    }
+
+    async fn set_webhook_types(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        id: &str,
+        types: &[String],
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "DELETE FROM webhook_event_types WHERE practice_id = $1 AND subscription_id = $2",
+        )
+        .bind(self.practice_id)
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+        let sql = format!(
+            "INSERT INTO webhook_event_types (practice_id, subscription_id, event_type) \
+             SELECT $1, $2, r.value FROM {}",
+            self.store.engine.json_rows(3, true)
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .bind(id)
+            .bind(super::json_list(types))
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    async fn webhook_as_changed(&self, id: &str) -> StoreResult<Change<Webhook>> {
+        Ok(self
+            .find_webhook(id)
+            .await?
+            .ok_or_else(|| Refusal::NotFound(Record::Webhook, id.to_string()).into()))
+    }
+}
+
+impl Store {
+    /// Claims up to `most` deliveries that are due, in any practice, until `lease_until`. A
+    /// delivery not yet attempted is due `first_delay` milliseconds after it was written.
+    pub async fn claim_deliveries(
+        &self,
+        now: i64,
+        lease_until: i64,
+        most: u32,
+        first_delay: i64,
+    ) -> StoreResult<Vec<Claimed>> {
+        let mut tx = self.begin_write().await?;
+        let sql = format!(
+            "SELECT practice_id, id FROM webhook_deliveries WHERE status = 'pending' \
+             AND {} <= $1 AND (lease_until IS NULL OR lease_until < $1) \
+             ORDER BY next_attempt_at LIMIT $2{}",
+            due("$3"),
+            self.engine.skip_locked()
+        );
+        let due: Vec<(String, String)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(now)
+            .bind(i64::from(most))
+            .bind(first_delay)
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut claimed = Vec::with_capacity(due.len());
+        for (practice_id, id) in due {
+            sqlx::query(
+                "UPDATE webhook_deliveries SET lease_until = $3 \
+                 WHERE practice_id = $1 AND id = $2",
+            )
+            .bind(&practice_id)
+            .bind(&id)
+            .bind(lease_until)
+            .execute(&mut *tx)
+            .await?;
+            let row: Option<Claimed> = sqlx::query_as(
+                "SELECT d.practice_id, d.id, d.subscription_id, d.event_id, d.event_type, \
+                 d.identifiers, d.attempts, s.url, s.headers, s.secret, s.previous_secret, \
+                 s.previous_secret_until FROM webhook_deliveries d \
+                 JOIN webhook_subscriptions s ON s.practice_id = d.practice_id \
+                 AND s.id = d.subscription_id WHERE d.practice_id = $1 AND d.id = $2",
+            )
+            .bind(&practice_id)
+            .bind(&id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            claimed.extend(row);
+        }
+        tx.commit().await?;
+        Ok(claimed)
+    }
+
+    /// Records an attempt of a claimed delivery and what comes next: delivered, tried again
+    /// later, failed for good, or paused with its subscription (410 Gone, or failing for
+    /// `give_up_after` milliseconds).
+    pub async fn finish_attempt(
+        &self,
+        delivery: &Claimed,
+        outcome: &Outcome,
+        give_up_after: i64,
+    ) -> StoreResult<()> {
+        let now = now_ms();
+        let attempt = delivery.attempts + 1;
+        let success = outcome.error.is_none();
+        let mut tx = self.begin_write().await?;
+        sqlx::query(
+            "INSERT INTO webhook_attempts (practice_id, delivery_id, attempt, at, \
+             response_status, error) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(&delivery.practice_id)
+        .bind(&delivery.id)
+        .bind(attempt)
+        .bind(now)
+        .bind(outcome.response_status.map(i64::from))
+        .bind(&outcome.error)
+        .execute(&mut *tx)
+        .await?;
+        // Failing since when: cleared by a success, kept from the first failure.
+        let failing_since: Option<(Option<i64>,)> = sqlx::query_as(
+            "UPDATE webhook_subscriptions SET failing_since = CASE WHEN $3 = 1 THEN NULL \
+             ELSE COALESCE(failing_since, $4) END WHERE practice_id = $1 AND id = $2 \
+             RETURNING failing_since",
+        )
+        .bind(&delivery.practice_id)
+        .bind(&delivery.subscription_id)
+        .bind(i64::from(success))
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let failing_for = failing_since
+            .and_then(|(since,)| since)
+            .map_or(0, |since| now - since);
+        let pause = outcome.gone || (!success && failing_for >= give_up_after);
+        let status = match (success, pause, outcome.retry_at) {
+            (true, _, _) => "delivered",
+            (false, true, _) => "paused",
+            (false, false, Some(_)) => "pending",
+            (false, false, None) => "failed",
+        };
+        sqlx::query(
+            "UPDATE webhook_deliveries SET status = $3, attempts = $4, next_attempt_at = $5, \
+             lease_until = NULL, last_status = $6, last_error = $7, last_attempt_at = $8 \
+             WHERE practice_id = $1 AND id = $2",
+        )
+        .bind(&delivery.practice_id)
+        .bind(&delivery.id)
+        .bind(status)
+        .bind(attempt)
+        .bind(if status == "pending" {
+            outcome.retry_at
+        } else {
+            None
+        })
+        .bind(outcome.response_status.map(i64::from))
+        .bind(&outcome.error)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        if pause {
+            sqlx::query(
+                "UPDATE webhook_subscriptions SET delivery_paused = 1, updated_at = $3 \
+                 WHERE practice_id = $1 AND id = $2",
+            )
+            .bind(&delivery.practice_id)
+            .bind(&delivery.subscription_id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "UPDATE webhook_deliveries SET status = 'paused', next_attempt_at = NULL \
+                 WHERE practice_id = $1 AND subscription_id = $2 AND status = 'pending'",
+            )
+            .bind(&delivery.practice_id)
+            .bind(&delivery.subscription_id)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Deletes up to `batch` deliveries made before `before` that wait for nothing (delivered,
+    /// failed or paused), with their attempts; returns how many.
+    pub async fn forget_deliveries(&self, before: i64, batch: u32) -> StoreResult<u64> {
+        let mut tx = self.begin_write().await?;
+        let old: Vec<(String, String)> = sqlx::query_as(
+            "SELECT practice_id, id FROM webhook_deliveries WHERE created_at < $1 \
+             AND status <> 'pending' LIMIT $2",
+        )
+        .bind(before)
+        .bind(i64::from(batch))
+        .fetch_all(&mut *tx)
+        .await?;
+        for (practice_id, id) in &old {
+            for table in ["webhook_attempts", "webhook_deliveries"] {
+                let column = if table == "webhook_attempts" {
+                    "delivery_id"
+                } else {
+                    "id"
+                };
+                let sql = format!("DELETE FROM {table} WHERE practice_id = $1 AND {column} = $2");
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(practice_id)
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(old.len() as u64)
+    }
+
+    /// When the next pending delivery is due (and not held by a claim), if any is; see
+    /// [`Store::claim_deliveries`] for `first_delay`.
+    pub async fn next_delivery_due(&self, first_delay: i64) -> StoreResult<Option<i64>> {
+        let due = due("$1");
+        let sql = format!(
+            "SELECT MIN(CASE WHEN lease_until IS NOT NULL AND lease_until > {due} \
+             THEN lease_until ELSE {due} END) FROM webhook_deliveries WHERE status = 'pending'"
+        );
+        let next: Option<(Option<i64>,)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(first_delay)
+            .fetch_optional(&self.read)
+            .await?;
+        Ok(next.and_then(|(at,)| at))
+    }
+}
+
+impl super::Engine {
+    /// What ends a SELECT of rows to claim: PostgreSQL passes rows another transaction is
+    /// claiming; SQLite claims one transaction at a time anyway.
+    fn skip_locked(self) -> &'static str {
+        match self {
+            super::Engine::Sqlite => "",
+            super::Engine::Postgres => " FOR UPDATE SKIP LOCKED",
+        }
+    }
+}
