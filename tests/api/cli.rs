@@ -8,7 +8,7 @@ use tempfile::TempDir;
 
 use crate::helpers::{Engine, TestDatabase};
 
-struct Cli {
+pub(crate) struct Cli {
     dir: TempDir,
     /// For PostgreSQL: the test's database, given as PRACTICE_DATABASE_URL. For SQLite: none,
     /// so that the default, `practice.db` in the working directory, is what runs.
@@ -33,7 +33,7 @@ impl Cli {
         }
     }
 
-    async fn on(engine: Engine) -> Option<Cli> {
+    pub(crate) async fn on(engine: Engine) -> Option<Cli> {
         Some(match engine {
             Engine::Sqlite => Cli::new(),
             Engine::Postgres => Cli {
@@ -65,7 +65,7 @@ impl Cli {
         command
     }
 
-    fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         self.command(args).output().expect("run practice-api")
     }
 
@@ -95,7 +95,7 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-fn last_line(output: &Output) -> String {
+pub(crate) fn last_line(output: &Output) -> String {
     assert!(output.status.success(), "failed: {}", stderr(output));
     stdout(output).lines().last().unwrap_or("").to_string()
 }
@@ -412,9 +412,18 @@ async fn demo_fills_a_practice(#[case] engine: Engine) {
 
 /// Starts `practice-api serve` on a free port; returns the child and its GraphQL URL.
 fn start_server(cli: &Cli) -> (std::process::Child, String) {
+    start_server_with(cli, &[])
+}
+
+/// [`start_server`], with these settings in its environment.
+pub(crate) fn start_server_with(
+    cli: &Cli,
+    settings: &[(&str, &str)],
+) -> (std::process::Child, String) {
     use std::io::{BufRead, BufReader};
     let mut child = cli
         .command(&["serve", "--listen", "127.0.0.1:0"])
+        .envs(settings.iter().copied())
         .env("PRACTICE_LOG", "info")
         .env("PRACTICE_RATE_LIMIT", "1000000")
         .env("PRACTICE_ADDRESS_RATE_LIMIT", "1000000")
@@ -489,6 +498,25 @@ async fn nothing_acknowledged_is_lost_when_the_process_is_killed(#[case] engine:
     for id in &ids {
         assert!(found.contains(&id.as_str()), "{id} was lost");
     }
+    // Each write's event was committed with it: one per patient, none lost, none extra.
+    let body: serde_json::Value = client
+        .post(&url)
+        .header("x-token", &token)
+        .json(&serde_json::json!({ "query": "{ events(limit: 500) { data { eventType identifiers { patientId } } } }" }))
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("json");
+    let events: Vec<&str> = body["data"]["events"]["data"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["eventType"] == "patient.created")
+        .filter_map(|e| e["identifiers"]["patientId"].as_str())
+        .collect();
+    assert_eq!(events, ids, "one event per write, in order: {body}");
     server.kill().expect("kill");
     let _ = server.wait();
 }

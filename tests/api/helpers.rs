@@ -461,3 +461,26 @@ pub fn error_code(body: &Value) -> &str {
 pub fn error_message(body: &Value) -> &str {
     body["errors"][0]["message"].as_str().unwrap_or("")
 }
+
+/// The folder of the npm clients the realtime tests drive (`tests/realtime`), when `node` and
+/// the packages (`npm ci --prefix tests/realtime`) are there. Without them: a panic if
+/// `CI=true`, otherwise None, having said on stderr that the test is skipped.
+pub fn node_clients() -> Option<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/realtime");
+    let node = std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success());
+    let why = if !node {
+        "node is not installed"
+    } else if !dir.join("node_modules/graphql-ws").is_dir() {
+        "tests/realtime/node_modules is missing (npm ci --prefix tests/realtime)"
+    } else {
+        return Some(dir);
+    };
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("{why}, and CI=true: the realtime tests need it");
+    }
+    eprintln!("skipping: {why}");
+    None
+}

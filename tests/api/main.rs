@@ -15,4 +15,6 @@ mod migrations;
 mod operations;
 mod patients;
 mod practices;
+mod realtime;
 mod spec_examples;
+mod webhooks;

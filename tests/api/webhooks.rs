@@ -1,0 +1,750 @@
+//! Webhooks, end to end: the operations and their rules, and deliveries to a receiver on
+//! loopback whose signature check is the npm `standardwebhooks` package
+//! (`tests/realtime/receiver.mjs`), not our code: the signed body, retries on the schedule,
+//! `Retry-After`, 410 pausing, secret rotation, redelivery, a process killed right after a
+//! commit, and two instances delivering each event once.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use practice_api::config::{RetrySchedule, ServeConfig};
+use rstest::rstest;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+
+use crate::helpers::{Engine, TestApp, error_code, node_clients, test_config};
+use crate::spawn;
+
+/// A webhook receiver on loopback (`tests/realtime/receiver.mjs`).
+struct Receiver {
+    _child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+    url: String,
+}
+
+/// `let receiver = receiver!();`: a receiver, or an early return where node is missing on a
+/// laptop (with CI=true it panics instead).
+macro_rules! receiver {
+    () => {
+        match Receiver::start().await {
+            Some(receiver) => receiver,
+            None => return,
+        }
+    };
+}
+
+impl Receiver {
+    async fn start() -> Option<Receiver> {
+        let dir = node_clients()?;
+        let mut child = tokio::process::Command::new("node")
+            .arg(dir.join("receiver.mjs"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the receiver");
+        let stdin = child.stdin.take().expect("stdin");
+        let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut receiver = Receiver {
+            _child: child,
+            stdin,
+            lines,
+            url: String::new(),
+        };
+        let first = receiver
+            .line(Duration::from_secs(10))
+            .await
+            .expect("listening");
+        receiver.url = first["listening"].as_str().expect("url").to_string();
+        Some(receiver)
+    }
+
+    async fn line(&mut self, within: Duration) -> Option<Value> {
+        let line = tokio::time::timeout(within, self.lines.next_line())
+            .await
+            .ok()?
+            .expect("read the receiver")?;
+        Some(serde_json::from_str(&line).expect("a JSON line"))
+    }
+
+    /// Tells the receiver something, and waits until it has taken it.
+    async fn tell(&mut self, command: Value) {
+        let line = format!("{command}\n");
+        self.stdin
+            .write_all(line.as_bytes())
+            .await
+            .expect("tell the receiver");
+        let ok = self.line(Duration::from_secs(10)).await.expect("ok");
+        assert!(ok.get("ok").is_some(), "{ok}");
+    }
+
+    /// The secrets whose signatures it checks.
+    async fn secrets(&mut self, secrets: &[&str]) {
+        self.tell(json!({ "secrets": secrets })).await;
+    }
+
+    /// The statuses it answers with, in turn, before going back to 200.
+    async fn answer(&mut self, statuses: &[u16]) {
+        self.tell(json!({ "answer": statuses })).await;
+    }
+
+    /// The next request it got, within `within`.
+    async fn next(&mut self, within: Duration) -> Option<Value> {
+        let line = self.line(within).await?;
+        assert!(line.get("body").is_some(), "not a request: {line}");
+        Some(line)
+    }
+
+    /// The next request, which must come within 10 s.
+    async fn expect(&mut self) -> Value {
+        self.next(Duration::from_secs(10))
+            .await
+            .expect("a delivery within 10 s")
+    }
+
+    /// Asserts that nothing comes within `within`.
+    async fn expect_nothing(&mut self, within: Duration) {
+        if let Some(request) = self.next(within).await {
+            panic!("nothing was due, but got {request}");
+        }
+    }
+}
+
+/// What a request's body says.
+fn body(request: &Value) -> Value {
+    serde_json::from_str(request["body"].as_str().expect("body")).expect("a JSON body")
+}
+
+/// The settings webhook tests run with: loopback allowed, and a schedule of seconds.
+fn config(schedule: &[u64]) -> ServeConfig {
+    ServeConfig {
+        webhook_allow_private: true,
+        webhook_retry_schedule: RetrySchedule(
+            schedule
+                .iter()
+                .map(|ms| Duration::from_millis(*ms))
+                .collect(),
+        ),
+        ..test_config()
+    }
+}
+
+const FIELDS: &str = "id secret url label eventTypes headers { key value } version deleted \
+                      deliveryPaused createdAt updatedAt";
+
+/// Makes a subscription; returns it.
+async fn subscribe(app: &TestApp, url: &str, types: &[&str]) -> Value {
+    let query = format!(
+        "mutation($i: CreateWebhookInput!) {{ createWebhook(input: $i) {{ data {{ {FIELDS} }} error }} }}"
+    );
+    let data = app
+        .ok(
+            &query,
+            json!({ "i": { "url": url, "eventTypes": types, "label": "test" } }),
+        )
+        .await;
+    assert_eq!(data["createWebhook"]["error"], Value::Null, "{data}");
+    data["createWebhook"]["data"].clone()
+}
+
+async fn deliveries(app: &TestApp, subscription: &str) -> Vec<Value> {
+    let data = app
+        .ok(
+            "query($s: ID!) { webhookDeliveries(subscriptionId: $s) { data { id eventId eventType attempt status responseStatus error at nextAttemptAt attempts { attempt responseStatus error } } } }",
+            json!({ "s": subscription }),
+        )
+        .await;
+    data["webhookDeliveries"]["data"]
+        .as_array()
+        .expect("deliveries")
+        .clone()
+}
+
+/// Waits until the subscription's latest delivery has this status.
+async fn wait_for_status(app: &TestApp, subscription: &str, status: &str) -> Value {
+    let started = Instant::now();
+    loop {
+        let list = deliveries(app, subscription).await;
+        if let Some(first) = list.first()
+            && first["status"] == status
+        {
+            return first.clone();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no delivery became {status}: {list:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_delivery_is_signed_thin_and_names_its_event(#[case] engine: Engine) {
+    let mut receiver = receiver!();
+    let app = spawn!(engine, config(&[0]));
+    let hook = subscribe(&app, &receiver.url, &["patient.created", "label.created"]).await;
+    let secret = hook["secret"].as_str().expect("secret");
+    assert!(secret.starts_with("whsec_"), "{hook}");
+    assert_eq!(hook["version"], "1");
+    receiver.secrets(&[secret]).await;
+
+    let patient = app.patient("Ada", "Lovelace").await;
+    let request = receiver.expect().await;
+    assert_eq!(request["verified"], json!([0]), "{request}");
+    assert_eq!(request["method"], "POST");
+    assert_eq!(request["headers"]["content-type"], "application/json");
+    let sent = body(&request);
+    let feed = app
+        .ok("{ events { data { id eventType } } }", json!({}))
+        .await;
+    let event = &feed["events"]["data"][0];
+    // Thin: the ids only, optional ones left out rather than null.
+    assert_eq!(
+        sent,
+        json!({
+            "subscriptionId": hook["id"],
+            "eventId": event["id"],
+            "eventType": "patient.created",
+            "identifiers": { "patientId": patient },
+        })
+    );
+    let log = wait_for_status(&app, hook["id"].as_str().expect("id"), "delivered").await;
+    assert_eq!(log["id"], request["id"], "webhook-id is the delivery's id");
+    assert_eq!(log["eventId"], event["id"]);
+    assert_eq!(log["responseStatus"], 200);
+    assert_eq!(log["attempt"], 1);
+
+    // A type it does not take is not sent.
+    let _ = app
+        .ok(
+            "mutation($id: ID!) { archivePatient(id: $id) { error } }",
+            json!({ "id": patient }),
+        )
+        .await;
+    app.label("VIP").await;
+    let request = receiver.expect().await;
+    assert_eq!(body(&request)["eventType"], "label.created");
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_failed_delivery_is_retried_on_the_schedule(#[case] engine: Engine) {
+    let mut receiver = receiver!();
+    let app = spawn!(engine, config(&[0, 1000, 1000]));
+    let hook = subscribe(&app, &receiver.url, &["label.created"]).await;
+    receiver
+        .secrets(&[hook["secret"].as_str().expect("secret")])
+        .await;
+    receiver.answer(&[500]).await;
+    app.label("VIP").await;
+    let first = receiver.expect().await;
+    assert_eq!(first["status"], 500);
+    let second = receiver.expect().await;
+    assert_eq!(second["status"], 200);
+    assert_eq!(
+        first["id"], second["id"],
+        "the same webhook-id on every attempt"
+    );
+    assert_eq!(
+        body(&first),
+        body(&second),
+        "the same body on every attempt"
+    );
+    let waited = second["at"].as_i64().expect("at") - first["at"].as_i64().expect("at");
+    assert!(
+        (850..3000).contains(&waited),
+        "the retry came {waited} ms after, on a schedule of 1 s with a tenth of jitter"
+    );
+    assert_eq!(second["verified"], json!([0]), "{second}");
+    let log = wait_for_status(&app, hook["id"].as_str().expect("id"), "delivered").await;
+    assert_eq!(log["attempt"], 2);
+    assert_eq!(
+        log["attempts"],
+        json!([
+            { "attempt": 1, "responseStatus": 500, "error": "the receiver answered 500" },
+            { "attempt": 2, "responseStatus": 200, "error": null },
+        ])
+    );
+
+    // Every attempt failing: the schedule runs out and the delivery has failed.
+    receiver.answer(&[503, 503, 503]).await;
+    app.label("Allergy").await;
+    for _ in 0..3 {
+        assert_eq!(receiver.expect().await["status"], 503);
+    }
+    let failed = wait_for_status(&app, hook["id"].as_str().expect("id"), "failed").await;
+    assert_eq!(failed["attempt"], 3);
+    assert_eq!(failed["nextAttemptAt"], Value::Null);
+    receiver.expect_nothing(Duration::from_millis(1500)).await;
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn retry_after_is_honoured(#[case] engine: Engine) {
+    let mut receiver = receiver!();
+    let app = spawn!(engine, config(&[0, 100]));
+    let hook = subscribe(&app, &receiver.url, &["label.created"]).await;
+    receiver
+        .secrets(&[hook["secret"].as_str().expect("secret")])
+        .await;
+    receiver.tell(json!({ "retryAfter": "2" })).await;
+    receiver.answer(&[429]).await;
+    app.label("VIP").await;
+    let first = receiver.expect().await;
+    let second = receiver.expect().await;
+    let waited = second["at"].as_i64().expect("at") - first["at"].as_i64().expect("at");
+    assert!(
+        waited >= 1900,
+        "Retry-After: 2 asked for 2 s, the schedule for 100 ms; it came after {waited} ms"
+    );
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn gone_pauses_the_subscription_until_it_is_resumed(#[case] engine: Engine) {
+    let mut receiver = receiver!();
+    let app = spawn!(engine, config(&[0, 200, 200]));
+    let hook = subscribe(&app, &receiver.url, &["label.created"]).await;
+    let id = hook["id"].as_str().expect("id");
+    receiver
+        .secrets(&[hook["secret"].as_str().expect("secret")])
+        .await;
+    receiver.answer(&[410]).await;
+    app.label("One").await;
+    assert_eq!(receiver.expect().await["status"], 410);
+    let paused = wait_for_status(&app, id, "paused").await;
+    assert_eq!(paused["responseStatus"], 410);
+    let data = app
+        .ok(
+            "query($id: ID!) { webhook(id: $id) { deliveryPaused } }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert_eq!(data["webhook"]["deliveryPaused"], true);
+
+    // While paused, deliveries wait; nothing is retried, nothing new is sent.
+    app.label("Two").await;
+    receiver.expect_nothing(Duration::from_millis(800)).await;
+
+    // Resumed: what waited goes out, the 410'd one and the new one.
+    let resumed = app
+        .ok(
+            "mutation($id: ID!) { updateWebhook(id: $id, input: { deliveryPaused: false }) { data { deliveryPaused } error } }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert_eq!(resumed["updateWebhook"]["data"]["deliveryPaused"], false);
+    let mut titles = Vec::new();
+    for _ in 0..2 {
+        let request = receiver.expect().await;
+        assert_eq!(request["status"], 200);
+        titles.push(body(&request)["identifiers"]["labelId"].clone());
+    }
+    titles.sort_by_key(|t| t.to_string());
+    titles.dedup();
+    assert_eq!(titles.len(), 2, "both labels' events were delivered");
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_rotated_secret_signs_beside_the_old_one(#[case] engine: Engine) {
+    let mut receiver = receiver!();
+    let app = spawn!(engine, config(&[0]));
+    let hook = subscribe(&app, &receiver.url, &["label.created"]).await;
+    let old = hook["secret"].as_str().expect("secret").to_string();
+    let rotated = app
+        .ok(
+            "mutation($id: ID!) { rotateWebhookSecret(id: $id) { data { secret } error } }",
+            json!({ "id": hook["id"] }),
+        )
+        .await;
+    let new = rotated["rotateWebhookSecret"]["data"]["secret"]
+        .as_str()
+        .expect("secret")
+        .to_string();
+    assert_ne!(new, old);
+    receiver.secrets(&[&new, &old]).await;
+    app.label("VIP").await;
+    let request = receiver.expect().await;
+    assert_eq!(request["verified"], json!([0, 1]), "{request}");
+    assert_eq!(
+        request["signature"]
+            .as_str()
+            .expect("signature")
+            .split(' ')
+            .count(),
+        2
+    );
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_delivery_can_be_sent_again(#[case] engine: Engine) {
+    let mut receiver = receiver!();
+    let app = spawn!(engine, config(&[0]));
+    let hook = subscribe(&app, &receiver.url, &["label.created"]).await;
+    let id = hook["id"].as_str().expect("id");
+    receiver
+        .secrets(&[hook["secret"].as_str().expect("secret")])
+        .await;
+    app.label("VIP").await;
+    let first = receiver.expect().await;
+    let delivered = wait_for_status(&app, id, "delivered").await;
+    let again = app
+        .ok(
+            "mutation($d: ID!) { redeliverWebhook(deliveryId: $d) { data { id status } error } }",
+            json!({ "d": delivered["id"] }),
+        )
+        .await;
+    assert_eq!(again["redeliverWebhook"]["error"], Value::Null, "{again}");
+    let second = receiver.expect().await;
+    assert_eq!(second["id"], first["id"]);
+    assert_eq!(second["verified"], json!([0]));
+    let unknown = app
+        .ok(
+            "mutation { redeliverWebhook(deliveryId: \"nope\") { data { id } error } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        unknown["redeliverWebhook"]["error"],
+        "No webhook delivery with id nope"
+    );
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn the_operations_keep_their_rules(#[case] engine: Engine) {
+    let app = spawn!(engine, config(&[0]));
+    let url = "http://127.0.0.1:9/hooks";
+    let create = |input: Value| {
+        let app = &app;
+        async move {
+            app.gql(
+                Some(&app.admin_token),
+                "mutation($i: CreateWebhookInput!) { createWebhook(input: $i) { data { id eventTypes headers { key value } } error } }",
+                json!({ "i": input }),
+            )
+            .await
+        }
+    };
+    let bad = [
+        json!({ "url": url, "eventTypes": [], "label": "x" }),
+        json!({ "url": url, "eventTypes": ["patient.exploded"], "label": "x" }),
+        json!({ "url": url, "eventTypes": [
+            "patient.created", "patient.updated", "patient.deleted", "patient.archived",
+            "patient.unarchived", "patient.label.added", "patient.label.removed",
+            "booking.created", "booking.updated", "booking.deleted", "label.created"
+        ], "label": "x" }),
+        json!({ "url": url, "eventTypes": ["label.created"], "label": "x".repeat(257) }),
+        json!({ "url": url, "eventTypes": ["label.created"], "label": "  " }),
+        json!({ "url": "ftp://example.com/", "eventTypes": ["label.created"], "label": "x" }),
+        json!({ "url": "not a url", "eventTypes": ["label.created"], "label": "x" }),
+        json!({ "url": url, "eventTypes": ["label.created"], "label": "x",
+                "headers": [{ "key": "webhook-signature", "value": "forged" }] }),
+        json!({ "url": url, "eventTypes": ["label.created"], "label": "x",
+                "headers": [{ "key": "X-Evil", "value": "a\r\nInjected: yes" }] }),
+    ];
+    for input in bad {
+        let body = create(input.clone()).await;
+        assert_eq!(error_code(&body), "BAD_USER_INPUT", "{input}: {body}");
+    }
+
+    let made = create(
+        json!({ "url": url, "eventTypes": ["label.created", "patient.created"],
+        "label": "CRM", "headers": [{ "key": "Authorization", "value": "Bearer abc" }] }),
+    )
+    .await;
+    let hook = &made["data"]["createWebhook"]["data"];
+    assert_eq!(
+        hook["headers"],
+        json!([{ "key": "Authorization", "value": "Bearer abc" }])
+    );
+    let id = hook["id"].as_str().expect("id");
+    // The same URL and type in two live subscriptions is a refusal, in `error`.
+    let twice =
+        create(json!({ "url": url, "eventTypes": ["patient.created"], "label": "again" })).await;
+    assert_eq!(
+        twice["data"]["createWebhook"]["error"],
+        format!("Another webhook subscription already sends patient.created to {url}")
+    );
+    // An empty list of headers clears them.
+    let cleared = app
+        .ok(
+            "mutation($id: ID!) { updateWebhook(id: $id, input: { headers: [], label: \"CRM 2\" }) { data { label headers { key } eventTypes } error } }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert_eq!(
+        cleared["updateWebhook"]["data"],
+        json!({ "label": "CRM 2", "headers": [], "eventTypes": ["label.created", "patient.created"] })
+    );
+    // Deleted: kept, marked, and no longer changeable; its URL is free again.
+    let deleted = app
+        .ok(
+            "mutation($id: ID!) { deleteWebhook(id: $id) { data { deleted } error } }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert_eq!(deleted["deleteWebhook"]["data"]["deleted"], true);
+    let changed = app
+        .ok(
+            "mutation($id: ID!) { updateWebhook(id: $id, input: { label: \"x\" }) { error } }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert_eq!(
+        changed["updateWebhook"]["error"],
+        "This webhook subscription has been deleted and can no longer be changed"
+    );
+    let again =
+        create(json!({ "url": url, "eventTypes": ["patient.created"], "label": "new" })).await;
+    assert_eq!(again["data"]["createWebhook"]["error"], Value::Null);
+    let listed = app
+        .ok(
+            "{ live: webhooks { data { id } } all: webhooks(options: { includeDeleted: true }) { data { id } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(listed["live"]["data"].as_array().map(Vec::len), Some(1));
+    assert_eq!(listed["all"]["data"].as_array().map(Vec::len), Some(2));
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn webhooks_need_their_permissions(#[case] engine: Engine) {
+    let app = spawn!(engine, config(&[0]));
+    let hook = subscribe(&app, "http://127.0.0.1:9/in", &["label.created"]).await;
+    let reader = app.token(&["webhooks:read"]).await;
+    let settings = app.token(&["settings"]).await;
+    let nothing = app.token(&["patients:read"]).await;
+    let read = app
+        .gql(
+            Some(&reader),
+            "query($id: ID!) { webhook(id: $id) { id secret } }",
+            json!({ "id": hook["id"] }),
+        )
+        .await;
+    assert_eq!(read["data"]["webhook"]["id"], hook["id"]);
+    assert_eq!(
+        read["data"]["webhook"]["secret"],
+        Value::Null,
+        "the secret is for writers"
+    );
+    let create = "mutation { createWebhook(input: { url: \"http://127.0.0.1:9/other\", eventTypes: [\"label.created\"], label: \"x\" }) { data { id secret } error } }";
+    let refused = app.gql(Some(&reader), create, json!({})).await;
+    assert_eq!(error_code(&refused), "FORBIDDEN");
+    assert_eq!(
+        refused["errors"][0]["message"],
+        "Missing permission webhooks:write"
+    );
+    let made = app.gql(Some(&settings), create, json!({})).await;
+    assert!(
+        made["data"]["createWebhook"]["data"]["secret"].is_string(),
+        "settings implies webhooks:write: {made}"
+    );
+    let refused = app
+        .gql(Some(&nothing), "{ webhooks { data { id } } }", json!({}))
+        .await;
+    assert_eq!(error_code(&refused), "FORBIDDEN");
+    // Another practice sees none of them.
+    let (_, other) = app.other_practice("Other").await;
+    let theirs = app
+        .gql(
+            Some(&other),
+            "query($id: ID!) { webhook(id: $id) { id } webhooks { data { id } } }",
+            json!({ "id": hook["id"] }),
+        )
+        .await;
+    assert_eq!(theirs["data"]["webhook"], Value::Null);
+    assert_eq!(theirs["data"]["webhooks"]["data"], json!([]));
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn private_addresses_are_refused_unless_allowed(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    for url in [
+        "http://hooks.example.com/in",
+        "https://127.0.0.1/in",
+        "https://[::1]/in",
+        "https://10.0.0.5/in",
+        "https://169.254.169.254/latest",
+        "https://localhost/in",
+    ] {
+        let body = app
+            .gql(
+                Some(&app.admin_token),
+                "mutation($u: String!) { createWebhook(input: { url: $u, eventTypes: [\"label.created\"], label: \"x\" }) { data { id } error } }",
+                json!({ "u": url }),
+            )
+            .await;
+        assert_eq!(error_code(&body), "BAD_USER_INPUT", "{url}: {body}");
+    }
+}
+
+/// A name that is not "localhost" but resolves to a loopback address: the check of the URL
+/// lets it through, the check of the address connected to does not.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[tokio::test]
+async fn the_address_connected_to_is_checked(#[case] engine: Engine) {
+    let mut receiver = receiver!();
+    // The machine's own name, or Debian's names for ::1, from /etc/hosts.
+    let own = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    let mut host = None;
+    for candidate in [own.as_str(), "ip6-localhost", "ip6-loopback"] {
+        let loopback = tokio::net::lookup_host((candidate, 0))
+            .await
+            .map(|addresses| addresses.collect::<Vec<_>>())
+            .is_ok_and(|found| !found.is_empty() && found.iter().all(|a| a.ip().is_loopback()));
+        if !candidate.is_empty() && loopback {
+            host = Some(candidate.to_string());
+            break;
+        }
+    }
+    let Some(host) = host else {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "no name of this machine resolves to loopback only: the check cannot be tested"
+        );
+        eprintln!("skipping: no name of this machine resolves to loopback only");
+        return;
+    };
+    let app = spawn!(
+        engine,
+        ServeConfig {
+            webhook_retry_schedule: RetrySchedule(vec![Duration::ZERO]),
+            ..test_config()
+        }
+    );
+    let port = receiver.url.rsplit(':').next().expect("port");
+    let url = format!("https://{host}:{port}");
+    let hook = subscribe(&app, &url, &["label.created"]).await;
+    app.label("VIP").await;
+    let failed = wait_for_status(&app, hook["id"].as_str().expect("id"), "failed").await;
+    assert!(
+        failed["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no public address")),
+        "{failed}"
+    );
+    receiver.expect_nothing(Duration::from_millis(300)).await;
+}
+
+/// Two instances on one database, both delivering: each event reaches the receiver once.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn two_instances_deliver_each_event_once(#[case] engine: Engine) {
+    let mut receiver = receiver!();
+    let one = spawn!(engine, config(&[0]));
+    let two = one.another_instance().await;
+    let hook = subscribe(&one, &receiver.url, &["label.created"]).await;
+    receiver
+        .secrets(&[hook["secret"].as_str().expect("secret")])
+        .await;
+    for i in 0..20 {
+        let app = if i % 2 == 0 { &one } else { &two };
+        app.label(&format!("Label {i}")).await;
+    }
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..20 {
+        let request = receiver.expect().await;
+        assert_eq!(request["verified"], json!([0]));
+        assert!(
+            seen.insert(request["id"].as_str().expect("id").to_string()),
+            "delivered twice: {request}"
+        );
+    }
+    receiver.expect_nothing(Duration::from_millis(1500)).await;
+}
+
+/// The server killed with SIGKILL right after a commit: the event's delivery, written with
+/// it, goes out when the server is back.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_commit_is_delivered_even_if_the_server_is_killed_right_after(#[case] engine: Engine) {
+    use crate::cli::{Cli, last_line, start_server_with};
+    let mut receiver = receiver!();
+    let Some(cli) = Cli::on(engine).await else {
+        return;
+    };
+    let token = last_line(&cli.run(&["token", "create", "--name", "t", "--permission", "*"]));
+    // The first attempt is due a second after the commit: the kill comes first.
+    let settings = [
+        ("PRACTICE_WEBHOOK_ALLOW_PRIVATE", "true"),
+        ("PRACTICE_WEBHOOK_RETRY_SCHEDULE", "1s"),
+    ];
+    let (mut server, url) = start_server_with(&cli, &settings);
+    let client = reqwest::Client::new();
+    let gql = |query: String, variables: Value| {
+        let (client, url, token) = (&client, &url, &token);
+        async move {
+            client
+                .post(url.as_str())
+                .header("x-token", token.as_str())
+                .json(&json!({ "query": query, "variables": variables }))
+                .send()
+                .await
+                .expect("send")
+                .json::<Value>()
+                .await
+                .expect("json")
+        }
+    };
+    let made = gql(
+        "mutation($u: String!) { createWebhook(input: { url: $u, eventTypes: [\"label.created\"], label: \"crash\" }) { data { secret } error } }".into(),
+        json!({ "u": receiver.url }),
+    )
+    .await;
+    let secret = made["data"]["createWebhook"]["data"]["secret"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{made}"))
+        .to_string();
+    receiver.secrets(&[&secret]).await;
+    let label = gql(
+        "mutation { createLabel(title: \"Killed\") { data { id } } }".into(),
+        json!({}),
+    )
+    .await;
+    server.kill().expect("SIGKILL");
+    server.wait().expect("wait");
+    let label_id = label["data"]["createLabel"]["data"]["id"].clone();
+    assert!(label_id.is_string(), "{label}");
+    receiver.expect_nothing(Duration::from_millis(200)).await;
+
+    let (mut server, _) = start_server_with(&cli, &settings);
+    let request = receiver.expect().await;
+    assert_eq!(request["verified"], json!([0]), "{request}");
+    assert_eq!(body(&request)["identifiers"]["labelId"], label_id);
+    server.kill().expect("kill");
+    let _ = server.wait();
+}
