@@ -18,6 +18,8 @@ pub const DEFAULT_CAPACITY: usize = 4096;
 const BATCH: u32 = 500;
 /// Longest the hub waits for a wake-up before it reads the log anyway.
 const POLL: Duration = Duration::from_secs(1);
+/// Shortest time between two reads of the log while this instance has no live subscriber.
+const IDLE_PAUSE: Duration = Duration::from_millis(250);
 
 /// This instance's live view of the event log. Cheap to clone.
 #[derive(Clone)]
@@ -104,6 +106,12 @@ impl Hub {
             // Only the hub's own clones left: nobody can subscribe any more.
             if self.sender.receiver_count() == 0 && Arc::strong_count(&self.read) == 1 {
                 return;
+            }
+            // With no live subscriber, nothing waits on a commit but the webhook worker:
+            // reading the log at every commit of a busy instance would cost writes a read each.
+            // Commits meanwhile are not missed: `notified` fires at once for them.
+            if self.sender.receiver_count() == 0 {
+                tokio::time::sleep(IDLE_PAUSE).await;
             }
             tokio::select! {
                 () = notified => {}

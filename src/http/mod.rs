@@ -1,6 +1,7 @@
 //! HTTP: the router, GraphQL over HTTP (around the request pipeline of `graphql::pipeline`),
 //! GraphiQL and health. Transport only: what a request means is the pipeline's to say.
 
+mod admit;
 mod client;
 mod graphiql;
 mod graphql;

@@ -1,7 +1,8 @@
 //! `/metrics`, in the Prometheus text format, on an address of its own
 //! (`PRACTICE_METRICS_LISTEN`): it needs no token, so it stays off the API's address, and off
 //! unless asked for. Counted: requests by operation and outcome, their latency, rate-limit and
-//! sign-in throttle refusals, the database pools' connections, the audit log's queue.
+//! sign-in throttle refusals, the database pools' connections, the audit log's queue, the
+//! websockets open, webhook attempts by outcome.
 
 use std::sync::OnceLock;
 
@@ -24,6 +25,8 @@ pub const DURATION: &str = "practice_request_duration_seconds";
 const CONNECTIONS: &str = "practice_db_connections";
 /// Requests of patient data waiting for their reads to be recorded.
 const AUDIT_QUEUE: &str = "practice_audit_queue_depth";
+/// Websocket connections open.
+pub const WEBSOCKETS: &str = "practice_websocket_connections";
 
 /// The recorder of this process, installed once, whatever number of servers it runs.
 static HANDLE: OnceLock<Result<PrometheusHandle, String>> = OnceLock::new();

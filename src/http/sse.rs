@@ -1,6 +1,6 @@
 //! GraphQL over Server-Sent Events, in the "distinct connections" mode of the `graphql-sse`
 //! protocol: for clients that cannot open a websocket. A `GET` or `POST /graphql` that accepts
-//! `text/event-stream` goes through the same stages as any other request (`graphql::admit`),
+//! `text/event-stream` goes through the same stages as any other request (`admit::admit`),
 //! then gets a stream of `next` events (each an execution result) ended by `complete`: one
 //! result for a query or mutation, one per event for a subscription, which runs until the
 //! client closes the connection.
@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::AppState;
-use super::graphql::{Admitted, Seen, admit};
+use super::admit::{Admitted, Seen, admit};
 use super::reply::{MediaType, Reply};
 use crate::auth::OperationKind;
 use crate::graphql::error::code;

@@ -37,9 +37,9 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
-use super::AppState;
 use super::reply::{MediaType, Reply};
 use super::server::Ticket;
+use super::{AppState, prometheus};
 use crate::auth::{OperationKind, Principal};
 use crate::graphql::events::{Connection, Cut};
 use crate::graphql::pipeline::{Caller, Executed, Params, Rejection};
@@ -189,6 +189,7 @@ async fn serve(mut socket: WebSocket, start: Start) {
         let _ = socket.send(Message::Close(Some(frame))).await;
         return;
     }
+    metrics::gauge!(prometheus::WEBSOCKETS).increment(1.0);
     let (mut sink, mut incoming) = socket.split();
     let mut session = Session {
         start,
@@ -252,6 +253,7 @@ async fn serve(mut socket: WebSocket, start: Start) {
     for (_, handle) in session.running.drain() {
         handle.abort();
     }
+    metrics::gauge!(prometheus::WEBSOCKETS).decrement(1.0);
     if let Some(Close(code, reason)) = close {
         let frame = CloseFrame {
             code,
@@ -478,8 +480,12 @@ impl Session {
             return Ok(Ok(subscription_messages(id, stream)));
         }
         // A query or mutation: one result, then complete.
+        let limit = self.start.app.request_timeout;
         let single = futures_util::stream::once(async move {
-            let outs = match pipeline.execute(prepared, caller).await {
+            let executed = tokio::time::timeout(limit, pipeline.execute(prepared, caller))
+                .await
+                .unwrap_or_else(|_| Err(Rejection::timed_out(limit)));
+            let outs = match executed {
                 Ok(executed) if executed.ran => vec![Out::Next(executed.body), Out::Complete],
                 Ok(refused) => vec![Out::Error(errors_of(refused))],
                 Err(rejection) => vec![Out::Error(rejection.body()["errors"].clone())],

@@ -288,9 +288,12 @@ impl PracticeStore<'_> {
                 let phrase = |text: &str| format!("\"{}\"", text.replace('"', "\"\""));
                 // The practice's mark is looked up once, before the index is read; a practice
                 // with no patient has none, and asks for a mark no practice has (number 0).
+                // CROSS JOIN keeps the full-text table the outer loop: with a plain JOIN,
+                // SQLite may walk the practice's rows and ask the index once for each, which
+                // is seconds at 100,000 patients.
                 sqlx::query_as(
                     "SELECT r.patient_id FROM patients_search s \
-                     JOIN patients_search_rows r ON r.row_id = s.rowid \
+                     CROSS JOIN patients_search_rows r ON r.row_id = s.rowid \
                      WHERE r.practice_id = $1 AND patients_search MATCH (\
                      SELECT 'practice : \"' || COALESCE((SELECT mark FROM patients_search_marks \
                      WHERE practice_id = $1), char(57344, 57344, 57344)) \

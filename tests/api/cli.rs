@@ -443,6 +443,26 @@ pub(crate) fn start_server_with(
     (child, url)
 }
 
+/// POSTs a GraphQL request to a server started by [`start_server`]; returns the body.
+pub(crate) async fn post(
+    client: &reqwest::Client,
+    url: &str,
+    token: &str,
+    query: &str,
+    variables: serde_json::Value,
+) -> serde_json::Value {
+    client
+        .post(url)
+        .header("x-token", token)
+        .json(&serde_json::json!({ "query": query, "variables": variables }))
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("json")
+}
+
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]
 #[case::postgres(Engine::Postgres)]
@@ -478,16 +498,14 @@ async fn nothing_acknowledged_is_lost_when_the_process_is_killed(#[case] engine:
     server.wait().expect("wait");
 
     let (mut server, url) = start_server(&cli);
-    let body: serde_json::Value = client
-        .post(&url)
-        .header("x-token", &token)
-        .json(&serde_json::json!({ "query": "{ patients(pagination: { pageSize: 100 }) { data { id } } }" }))
-        .send()
-        .await
-        .expect("send")
-        .json()
-        .await
-        .expect("json");
+    let body = post(
+        &client,
+        &url,
+        &token,
+        "{ patients(pagination: { pageSize: 100 }) { data { id } } }",
+        serde_json::json!({}),
+    )
+    .await;
     let found: Vec<&str> = body["data"]["patients"]["data"]
         .as_array()
         .expect("list")
@@ -499,16 +517,14 @@ async fn nothing_acknowledged_is_lost_when_the_process_is_killed(#[case] engine:
         assert!(found.contains(&id.as_str()), "{id} was lost");
     }
     // Each write's event was committed with it: one per patient, none lost, none extra.
-    let body: serde_json::Value = client
-        .post(&url)
-        .header("x-token", &token)
-        .json(&serde_json::json!({ "query": "{ events(limit: 500) { data { eventType identifiers { patientId } } } }" }))
-        .send()
-        .await
-        .expect("send")
-        .json()
-        .await
-        .expect("json");
+    let body = post(
+        &client,
+        &url,
+        &token,
+        "{ events(limit: 500) { data { eventType identifiers { patientId } } } }",
+        serde_json::json!({}),
+    )
+    .await;
     let events: Vec<&str> = body["data"]["events"]["data"]
         .as_array()
         .expect("events")

@@ -692,7 +692,7 @@ async fn two_instances_deliver_each_event_once(#[case] engine: Engine) {
 #[case::postgres(Engine::Postgres)]
 #[tokio::test]
 async fn a_commit_is_delivered_even_if_the_server_is_killed_right_after(#[case] engine: Engine) {
-    use crate::cli::{Cli, last_line, start_server_with};
+    use crate::cli::{Cli, last_line, post, start_server_with};
     let mut receiver = receiver!();
     let Some(cli) = Cli::on(engine).await else {
         return;
@@ -705,23 +705,11 @@ async fn a_commit_is_delivered_even_if_the_server_is_killed_right_after(#[case] 
     ];
     let (mut server, url) = start_server_with(&cli, &settings);
     let client = reqwest::Client::new();
-    let gql = |query: String, variables: Value| {
-        let (client, url, token) = (&client, &url, &token);
-        async move {
-            client
-                .post(url.as_str())
-                .header("x-token", token.as_str())
-                .json(&json!({ "query": query, "variables": variables }))
-                .send()
-                .await
-                .expect("send")
-                .json::<Value>()
-                .await
-                .expect("json")
-        }
-    };
-    let made = gql(
-        "mutation($u: String!) { createWebhook(input: { url: $u, eventTypes: [\"label.created\"], label: \"crash\" }) { data { secret } error } }".into(),
+    let made = post(
+        &client,
+        &url,
+        &token,
+        "mutation($u: String!) { createWebhook(input: { url: $u, eventTypes: [\"label.created\"], label: \"crash\" }) { data { secret } error } }",
         json!({ "u": receiver.url }),
     )
     .await;
@@ -730,8 +718,11 @@ async fn a_commit_is_delivered_even_if_the_server_is_killed_right_after(#[case] 
         .unwrap_or_else(|| panic!("{made}"))
         .to_string();
     receiver.secrets(&[&secret]).await;
-    let label = gql(
-        "mutation { createLabel(title: \"Killed\") { data { id } } }".into(),
+    let label = post(
+        &client,
+        &url,
+        &token,
+        "mutation { createLabel(title: \"Killed\") { data { id } } }",
         json!({}),
     )
     .await;

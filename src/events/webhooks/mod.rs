@@ -29,6 +29,10 @@ const LEASE: Duration = Duration::from_secs(60);
 const CONCURRENCY: usize = 16;
 /// A subscription that has failed every attempt for this long is paused.
 pub const GIVE_UP_AFTER: Duration = Duration::from_secs(5 * 24 * 3600);
+/// Shortest time between two looks for deliveries due.
+const LOOK_EVERY: Duration = Duration::from_millis(50);
+/// Webhook attempts made, by outcome (`delivered`, `failed`, `gone`), for `/metrics`.
+pub const ATTEMPTS: &str = "practice_webhook_attempts_total";
 /// The longest `Retry-After` honoured.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 3600);
 
@@ -123,18 +127,19 @@ impl Worker {
         let woken = self.hub.wake_up();
         loop {
             // Woken when the log has new events (and so, perhaps, deliveries), when an attempt
-            // ends, or when the next delivery is due.
+            // ends, or when the next delivery is due. A look at when the next one is due is a
+            // read; only a delivery due now is worth a write to claim it.
             let notified = woken.notified();
-            let claimed = self.claim().await;
-            let free = self.slots.available_permits();
-            if claimed > 0 && free > 0 {
+            let wait = self.until_next_due().await;
+            if wait.is_zero() && self.claim().await > 0 {
                 continue;
             }
-            let wait = self.until_next_due().await;
             tokio::select! {
                 () = notified => {}
-                () = tokio::time::sleep(wait) => {}
+                () = tokio::time::sleep(wait.max(LOOK_EVERY)) => {}
             }
+            // A busy instance wakes the worker at every commit: one look serves them all.
+            tokio::time::sleep(LOOK_EVERY).await;
         }
     }
 
@@ -171,6 +176,12 @@ impl Worker {
             let woken = self.hub.wake_up();
             tokio::spawn(async move {
                 let outcome = attempt(&client, &settings, &delivery).await;
+                let result = match (&outcome.error, outcome.gone) {
+                    (None, _) => "delivered",
+                    (Some(_), true) => "gone",
+                    (Some(_), false) => "failed",
+                };
+                metrics::counter!(ATTEMPTS, "outcome" => result).increment(1);
                 if let Err(error) = store
                     .finish_attempt(&delivery, &outcome, millis(GIVE_UP_AFTER))
                     .await
@@ -190,16 +201,20 @@ impl Worker {
         self.settings.schedule.first().map_or(0, |d| millis(*d))
     }
 
-    /// How long until the next delivery is due, at most a few seconds (a lease that ran out
-    /// is found by the next look).
+    /// How long until the next delivery is due (zero: one is due now), at most a few seconds,
+    /// so that a delivery written by another process is found soon.
     async fn until_next_due(&self) -> Duration {
         let most = Duration::from_secs(5);
         match self.store.next_delivery_due(self.first_delay()).await {
             Ok(Some(at)) => {
                 let wait = u64::try_from(at - now_ms()).unwrap_or(0);
-                Duration::from_millis(wait).clamp(Duration::from_millis(20), most)
+                Duration::from_millis(wait).min(most)
             }
-            _ => most,
+            Ok(None) => most,
+            Err(error) => {
+                tracing::warn!(%error, "could not look for webhook deliveries");
+                most
+            }
         }
     }
 }
