@@ -184,6 +184,17 @@ impl Keyed for Patient {
     }
 }
 
+/// A search through SQLite's full-text table: `$1` the practice, `$2` the text as an FTS5
+/// phrase, `$3` the most rows. CROSS JOIN keeps the full-text table the outer loop: with a
+/// plain JOIN, SQLite may walk the practice's rows and ask the index once for each, which is
+/// seconds at 100,000 patients (a test below checks the plan).
+const SQLITE_SEARCH: &str = "SELECT r.patient_id FROM patients_search s \
+     CROSS JOIN patients_search_rows r ON r.row_id = s.rowid \
+     WHERE r.practice_id = $1 AND patients_search MATCH (\
+     SELECT 'practice : \"' || COALESCE((SELECT mark FROM patients_search_marks \
+     WHERE practice_id = $1), char(57344, 57344, 57344)) \
+     || '\" AND search_text : ' || $2) LIMIT $3";
+
 impl PracticeStore<'_> {
     /// The patient with this id, deleted and archived ones included.
     pub async fn find_patient(&self, id: &str) -> StoreResult<Option<Patient>> {
@@ -288,22 +299,12 @@ impl PracticeStore<'_> {
                 let phrase = |text: &str| format!("\"{}\"", text.replace('"', "\"\""));
                 // The practice's mark is looked up once, before the index is read; a practice
                 // with no patient has none, and asks for a mark no practice has (number 0).
-                // CROSS JOIN keeps the full-text table the outer loop: with a plain JOIN,
-                // SQLite may walk the practice's rows and ask the index once for each, which
-                // is seconds at 100,000 patients.
-                sqlx::query_as(
-                    "SELECT r.patient_id FROM patients_search s \
-                     CROSS JOIN patients_search_rows r ON r.row_id = s.rowid \
-                     WHERE r.practice_id = $1 AND patients_search MATCH (\
-                     SELECT 'practice : \"' || COALESCE((SELECT mark FROM patients_search_marks \
-                     WHERE practice_id = $1), char(57344, 57344, 57344)) \
-                     || '\" AND search_text : ' || $2) LIMIT $3",
-                )
-                .bind(self.practice_id)
-                .bind(phrase(search))
-                .bind(most)
-                .fetch_all(self.read())
-                .await?
+                sqlx::query_as(SQLITE_SEARCH)
+                    .bind(self.practice_id)
+                    .bind(phrase(search))
+                    .bind(most)
+                    .fetch_all(self.read())
+                    .await?
             }
         };
         Ok((ids.len() <= MAX_SEARCH_MATCHES).then(|| ids.into_iter().map(|(id,)| id).collect()))
@@ -757,6 +758,40 @@ fn label_event<'e>(action: &'static str, patient_id: &'e str, label_id: &'e str)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The search reads the full-text index once, as the outer loop, and each match's row by
+    /// its key: never the practice's rows one by one with an index lookup each.
+    #[tokio::test]
+    async fn a_search_reads_the_index_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("sqlite://{}", dir.path().join("plan.db").display());
+        let store = super::super::Store::open(&url, &super::super::PoolSettings::default())
+            .await
+            .expect("open");
+        let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "EXPLAIN QUERY PLAN {SQLITE_SEARCH}"
+        )))
+        .bind("p")
+        .bind("\"abc\"")
+        .bind(10_i64)
+        .fetch_all(&store.read)
+        .await
+        .expect("plan");
+        let steps: Vec<&str> = plan.iter().map(|(_, _, _, step)| step.as_str()).collect();
+        let outer = steps
+            .iter()
+            .position(|s| s.contains("VIRTUAL TABLE INDEX"))
+            .unwrap_or_else(|| panic!("no full-text step: {steps:?}"));
+        let rows = steps
+            .iter()
+            .position(|s| s.starts_with("SEARCH r ") || s.starts_with("SCAN r"))
+            .unwrap_or_else(|| panic!("no row step: {steps:?}"));
+        assert!(outer < rows, "the index must be the outer loop: {steps:?}");
+        assert!(
+            steps[rows].contains("INTEGER PRIMARY KEY"),
+            "each match's row is read by its key: {steps:?}"
+        );
+    }
 
     #[test]
     fn search_text_covers_names_email_and_dob() {
