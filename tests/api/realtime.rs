@@ -1835,3 +1835,69 @@ async fn a_subscription_over_plain_http_is_refused(#[case] engine: Engine) {
         raw.body
     );
 }
+
+// ----------------------------------------------------------------------------------------
+// Retention
+
+/// Events older than the retention are deleted (the sweep runs when the server starts, then
+/// every ten minutes); a cursor from before them is CURSOR_EXPIRED, in the feed and for a
+/// subscription, and the events after them are still there.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn events_past_the_retention_are_deleted_and_their_cursors_expire(#[case] engine: Engine) {
+    let mut app = spawn!(
+        engine,
+        ServeConfig {
+            event_retention: Duration::from_secs(1),
+            ..test_config()
+        }
+    );
+    app.patient("Old", "One").await;
+    app.patient("Old", "Two").await;
+    let old = settled(&app, &app.admin_token, None, 2).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    app.restart().await;
+    let fresh = app.patient("New", "Three").await;
+
+    // The sweep at start deletes the two old events; the new one stays.
+    let until = Instant::now() + WAIT;
+    let kept = loop {
+        let (kept, _) = all_events(&app, &app.admin_token, None).await;
+        if kept.len() == 1 || Instant::now() > until {
+            break kept;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        kept.iter().map(what).collect::<Vec<_>>(),
+        vec![created(&fresh)]
+    );
+
+    // A cursor before what was deleted has missed events: expired.
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            &feed_query(),
+            json!({ "after": id_of(&old[0]) }),
+        )
+        .await;
+    assert_eq!(error_code(&body), "CURSOR_EXPIRED", "{body}");
+    let mut ws = Ws::connect(&app, &app.admin_token).await;
+    ws.follow("s", json!({ "after": id_of(&old[0]) })).await;
+    let errors = ws.error("s").await;
+    assert_eq!(
+        errors[0]["extensions"]["code"], "CURSOR_EXPIRED",
+        "{errors}"
+    );
+    // The last deleted event's own id missed nothing: it resumes.
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            &feed_query(),
+            json!({ "after": id_of(&old[1]) }),
+        )
+        .await;
+    assert_eq!(error_code(&body), "", "{body}");
+}
