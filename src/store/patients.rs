@@ -185,15 +185,19 @@ impl Keyed for Patient {
 }
 
 /// A search through SQLite's full-text table: `$1` the practice, `$2` the text as an FTS5
-/// phrase, `$3` the most rows. CROSS JOIN keeps the full-text table the outer loop: with a
-/// plain JOIN, SQLite may walk the practice's rows and ask the index once for each, which is
-/// seconds at 100,000 patients (a test below checks the plan).
+/// phrase, `$3` the most rows. Each practice's rows are numbered in a range of their own
+/// (migrations/sqlite/0011): asked for a phrase within that range, FTS5 reads the practice's
+/// part of the index only. CROSS JOIN keeps the full-text table the outer loop: with a plain
+/// JOIN, SQLite may walk the practice's rows and ask the index once for each, which is seconds
+/// at 100,000 patients (a test below checks the plan).
 const SQLITE_SEARCH: &str = "SELECT r.patient_id FROM patients_search s \
      CROSS JOIN patients_search_rows r ON r.row_id = s.rowid \
-     WHERE r.practice_id = $1 AND patients_search MATCH (\
-     SELECT 'practice : \"' || COALESCE((SELECT mark FROM patients_search_marks \
-     WHERE practice_id = $1), char(57344, 57344, 57344)) \
-     || '\" AND search_text : ' || $2) LIMIT $3";
+     WHERE patients_search MATCH $2 \
+     AND s.rowid >= (SELECT mark_id * 4294967296 FROM patients_search_practices \
+     WHERE practice_id = $1) \
+     AND s.rowid <= (SELECT mark_id * 4294967296 + 4294967295 FROM patients_search_practices \
+     WHERE practice_id = $1) \
+     AND r.practice_id = $1 LIMIT $3";
 
 impl PracticeStore<'_> {
     /// The patient with this id, deleted and archived ones included.
@@ -294,11 +298,10 @@ impl PracticeStore<'_> {
                 .await?
             }
             Engine::Sqlite => {
-                // An FTS5 query: the practice's mark and the text, each a quoted phrase (a
-                // phrase of trigrams matches where the text holds it as a substring).
+                // An FTS5 query: the text as a quoted phrase (a phrase of trigrams matches where
+                // the text holds it as a substring). A practice with no patient has no range,
+                // and finds nothing.
                 let phrase = |text: &str| format!("\"{}\"", text.replace('"', "\"\""));
-                // The practice's mark is looked up once, before the index is read; a practice
-                // with no patient has none, and asks for a mark no practice has (number 0).
                 sqlx::query_as(SQLITE_SEARCH)
                     .bind(self.practice_id)
                     .bind(phrase(search))
@@ -759,8 +762,9 @@ fn label_event<'e>(action: &'static str, patient_id: &'e str, label_id: &'e str)
 mod tests {
     use super::*;
 
-    /// The search reads the full-text index once, as the outer loop, and each match's row by
-    /// its key: never the practice's rows one by one with an index lookup each.
+    /// The search reads the full-text index once, as the outer loop, within the practice's
+    /// range of rows, and each match's row by its key: never the practice's rows one by one
+    /// with an index lookup each.
     #[tokio::test]
     async fn a_search_reads_the_index_once() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -787,6 +791,13 @@ mod tests {
             .position(|s| s.starts_with("SEARCH r ") || s.starts_with("SCAN r"))
             .unwrap_or_else(|| panic!("no row step: {steps:?}"));
         assert!(outer < rows, "the index must be the outer loop: {steps:?}");
+        // FTS5 names the constraints it takes after the index number: the rowid range ('>'
+        // and '<') is among them, so that it seeks to the practice's part of the index.
+        let taken = steps[outer].rsplit(':').next().unwrap_or("");
+        assert!(
+            taken.contains('>') && taken.contains('<'),
+            "the practice's range must reach the index: {steps:?}"
+        );
         assert!(
             steps[rows].contains("INTEGER PRIMARY KEY"),
             "each match's row is read by its key: {steps:?}"

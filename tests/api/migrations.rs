@@ -189,3 +189,129 @@ async fn both_engines_migrate_to_the_same_tables() {
     }
     assert_eq!(lite.indexes, pg.indexes, "the same indexes");
 }
+
+/// A SQLite database made by the release before the search was numbered by practice
+/// (migrations up to 0010), with patients in two practices, is upgraded in place: every
+/// patient is found by search, in its own practice only, and new patients after it.
+#[tokio::test]
+async fn search_upgrades_in_place_with_every_patient() {
+    use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+    use std::str::FromStr;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("old.db").display());
+    let options = SqliteConnectOptions::from_str(&url)
+        .expect("url")
+        .create_if_missing(true);
+    let pool = SqlitePoolOptions::new()
+        .connect_with(options)
+        .await
+        .expect("open");
+    let mut old = sqlx::migrate::Migrator::new(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/migrations/sqlite"
+    )))
+    .await
+    .expect("migrations");
+    let before: Vec<_> = old
+        .migrations
+        .iter()
+        .filter(|m| m.version <= 10)
+        .cloned()
+        .collect();
+    old.migrations = std::borrow::Cow::Owned(before);
+    old.run(&pool).await.expect("migrate to 0010");
+    for (practice, default) in [("p1", 1), ("p2", 0)] {
+        sqlx::query(
+            "INSERT INTO practices (id, name, is_default, created_at) VALUES ($1, $1, $2, 0)",
+        )
+        .bind(practice)
+        .bind(default)
+        .execute(&pool)
+        .await
+        .expect("practice");
+        for i in 0..30 {
+            sqlx::query(
+                "INSERT INTO patients (practice_id, id, first_name, last_name, search_text, \
+                 created_at, updated_at) VALUES ($1, $2, 'Ada', $3, $4, 0, 0)",
+            )
+            .bind(practice)
+            .bind(format!("{practice}-{i}"))
+            .bind(format!("Lovelace{i}"))
+            .bind(format!("ada lovelace{i} {practice}"))
+            .execute(&pool)
+            .await
+            .expect("patient");
+        }
+    }
+    pool.close().await;
+
+    let store = Store::open(&url, &PoolSettings::default())
+        .await
+        .expect("upgrade");
+    for practice in ["p1", "p2"] {
+        let found = store
+            .practice(practice)
+            .list_patients(
+                &practice_api::store::patients::PatientFilter {
+                    search: Some("lovelace1".into()),
+                    ..Default::default()
+                },
+                practice_api::store::PageRequest {
+                    page: 1,
+                    page_size: 100,
+                },
+            )
+            .await
+            .expect("search")
+            .expect("not too broad");
+        let mut ids: Vec<String> = found.items.iter().map(|p| p.id.clone()).collect();
+        ids.sort();
+        let mut expected: Vec<String> = [1, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]
+            .iter()
+            .map(|i| format!("{practice}-{i}"))
+            .collect();
+        expected.sort();
+        assert_eq!(ids, expected, "{practice}");
+    }
+    // A patient added after the upgrade takes the next number of its practice's range.
+    let operator = practice_api::store::audit::Actor::operator();
+    let practice = store.practice("p2").by(practice_api::store::audit::Author {
+        actor: &operator,
+        operation: Some("test"),
+        key: None,
+    });
+    let added = practice
+        .create_patient(
+            practice_api::store::patients::PatientFields {
+                first_name: "Émile".into(),
+                last_name: "Zola".into(),
+                ..Default::default()
+            },
+            &[],
+        )
+        .await
+        .expect("create")
+        .expect("created");
+    let search = |text: &str| practice_api::store::patients::PatientFilter {
+        search: Some(text.into()),
+        ..Default::default()
+    };
+    let page = practice_api::store::PageRequest {
+        page: 1,
+        page_size: 100,
+    };
+    let found = practice
+        .list_patients(&search("zola"), page)
+        .await
+        .expect("search")
+        .expect("not too broad");
+    assert_eq!(found.items.len(), 1);
+    assert_eq!(found.items[0].id, added.id);
+    let elsewhere = store
+        .practice("p1")
+        .list_patients(&search("zola"), page)
+        .await
+        .expect("search")
+        .expect("not too broad");
+    assert!(elsewhere.items.is_empty(), "another practice's patient");
+}
