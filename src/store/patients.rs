@@ -184,6 +184,14 @@ impl Keyed for Patient {
     }
 }
 
+/// The order of a list of patients, which the index by name gives as it is read.
+const BY_NAME: &str = "last_name, first_name, id";
+/// The same order for the few patients a search found (at most [`MAX_SEARCH_MATCHES`]), as
+/// an expression, so that no index can give it: the patients are then read by their key
+/// and sorted, where SQLite would otherwise walk the whole practice by name to keep its order
+/// and look each patient up in the list found (13 ms at 100,000 patients, against 0.02).
+const FOUND_BY_NAME: &str = "last_name || '', first_name, id";
+
 /// A search through SQLite's full-text table: `$1` the practice, `$2` the text as an FTS5
 /// phrase, `$3` the most rows. Each practice's rows are numbered in a range of their own
 /// (migrations/sqlite/0011): asked for a phrase within that range, FTS5 reads the practice's
@@ -238,9 +246,11 @@ impl PracticeStore<'_> {
     ) -> StoreResult<Result<Page<Patient>, TooBroad>> {
         let mut args = Args::default();
         let mut conditions = String::new();
+        let mut order = BY_NAME;
         if let Some(search) = &filter.search {
             let search = search.to_lowercase();
             if search.chars().count() >= MIN_INDEXED_SEARCH_CHARS {
+                order = FOUND_BY_NAME;
                 let Some(ids) = self.search_index(&search).await? else {
                     return Ok(Err(TooBroad));
                 };
@@ -271,7 +281,7 @@ impl PracticeStore<'_> {
         }
         sql += &time_filters(&mut args, filter.created, filter.updated);
         let (limit, offset) = (args.add(page.limit()), args.add(page.offset()));
-        sql += &format!(" ORDER BY last_name, first_name, id LIMIT {limit} OFFSET {offset}");
+        sql += &format!(" ORDER BY {order} LIMIT {limit} OFFSET {offset}");
         let query = args.bind(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id));
         let rows = query.fetch_all(self.read()).await?;
         Ok(Ok(page.finish(rows)))
@@ -761,6 +771,33 @@ fn label_event<'e>(action: &'static str, patient_id: &'e str, label_id: &'e str)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The patients a search found are read by their key, not by walking the practice's
+    /// index by name.
+    #[tokio::test]
+    async fn the_patients_a_search_found_are_read_by_their_key() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("sqlite://{}", dir.path().join("plan.db").display());
+        let store = super::super::Store::open(&url, &super::super::PoolSettings::default())
+            .await
+            .expect("open");
+        let sql = format!(
+            "EXPLAIN QUERY PLAN SELECT id FROM patients WHERE practice_id = $1 AND id {} \
+             AND archived_at IS NULL ORDER BY {FOUND_BY_NAME} LIMIT 26",
+            Engine::Sqlite.in_list_at("$2")
+        );
+        let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind("p")
+            .bind("[\"a\"]")
+            .fetch_all(&store.read)
+            .await
+            .expect("plan");
+        let steps: Vec<&str> = plan.iter().map(|(_, _, _, step)| step.as_str()).collect();
+        assert!(
+            steps[0].contains("sqlite_autoindex_patients_1 (practice_id=? AND id=?)"),
+            "{steps:?}"
+        );
+    }
 
     /// The search reads the full-text index once, as the outer loop, within the practice's
     /// range of rows, and each match's row by its key: never the practice's rows one by one
