@@ -110,7 +110,22 @@ reads["sign_in"] = [
 ]
 for name, lines in reads.items():
     write(name, lines)
+# The baselines' plans: the same lookups, searches and pages, as the bare handlers take them.
 write("baseline_patient", [json.dumps({"id": p["id"]}) for p in sample])
+write("baseline_search", [json.dumps({"search": p["email"].split("@")[0]}) for p in sample])
+write("baseline_patients_page", [
+    json.dumps({"page": json.loads(line)["variables"]["p"]}) for line in reads["patients_page"]
+])
+
+
+def millis(text):
+    return int(datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+write("baseline_bookings", [
+    json.dumps({"page": p, "start": millis(span["start"]), "end": millis(span["end"])})
+    for p in range(1, booking_pages + 1)
+])
 
 # Writes: patients without the label, a third each for the API's writes, the baseline's and
 # the mix's (see load.lua for how each thread takes its own and keeps every write valid).

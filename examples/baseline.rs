@@ -1,6 +1,7 @@
-//! The benchmark's baseline (see BENCHMARKS.md): the `patient(id)` lookup and the label writes
-//! as bare axum handlers making the same store calls, so the same SQL, and answering JSON, with
-//! no GraphQL, no token check, no permissions and no audit of reads. `bench/run` drives it
+//! The benchmark's baseline (see BENCHMARKS.md): the `patient(id)` lookup, the search, the pages
+//! of patients and of bookings and the label writes as bare axum handlers making the same store
+//! calls, so the same SQL, and answering JSON, with no GraphQL, no token check, no permissions
+//! and no audit of reads. `bench/run` drives it
 //! beside the real server, so that each figure can be read as a ratio to what the machine and
 //! the database allow. Not part of the product.
 //!
@@ -14,7 +15,9 @@ use axum::routing::post;
 use axum::{Json, Router};
 use clap::Parser;
 use practice_api::store::audit::{Actor, Author};
-use practice_api::store::{PoolSettings, Store};
+use practice_api::store::bookings::BookingFilter;
+use practice_api::store::patients::{Patient, PatientFilter};
+use practice_api::store::{PageRequest, PoolSettings, Store};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -40,6 +43,24 @@ struct Baseline {
 #[derive(Deserialize)]
 struct PatientRequest {
     id: String,
+}
+
+#[derive(Deserialize)]
+struct SearchRequest {
+    search: String,
+}
+
+#[derive(Deserialize)]
+struct PageOfPatients {
+    page: u32,
+}
+
+/// A page of bookings in a range of times (milliseconds).
+#[derive(Deserialize)]
+struct PageOfBookings {
+    page: u32,
+    start: i64,
+    end: i64,
 }
 
 #[derive(Deserialize)]
@@ -81,6 +102,122 @@ async fn patient(State(app): State<Baseline>, Json(request): Json<PatientRequest
     } } })))
 }
 
+/// `patients(search:, pagination: {pageSize: 25}) { data { id firstName lastName } }`, bare.
+async fn search(State(app): State<Baseline>, Json(request): Json<SearchRequest>) -> Answer {
+    let filter = PatientFilter {
+        search: Some(request.search),
+        ..PatientFilter::default()
+    };
+    let page = PageRequest {
+        page: 1,
+        page_size: 25,
+    };
+    let found = app
+        .store
+        .practice(&app.practice)
+        .list_patients(&filter, page)
+        .await
+        .map_err(failed)?
+        .map_err(|_| failed("the search matches too many patients"))?;
+    let data: Vec<Value> = found
+        .items
+        .iter()
+        .map(|p| json!({ "id": p.id, "firstName": p.fields.first_name, "lastName": p.fields.last_name }))
+        .collect();
+    Ok(Json(json!({ "data": { "patients": { "data": data } } })))
+}
+
+/// `patients(pagination: {page:, pageSize: 100}) { data { id firstName lastName labels { text
+/// color } } }`, bare: the page, then its labels in one batch, as the API loads them.
+async fn patients_page(State(app): State<Baseline>, Json(request): Json<PageOfPatients>) -> Answer {
+    let practice = app.store.practice(&app.practice);
+    let page = PageRequest {
+        page: request.page,
+        page_size: 100,
+    };
+    let found = practice
+        .list_patients(&PatientFilter::default(), page)
+        .await
+        .map_err(failed)?
+        .map_err(|_| failed("no search was asked for"))?;
+    let ids: Vec<String> = found.items.iter().map(|p| p.id.clone()).collect();
+    let labels = practice.labels_of_patients(&ids).await.map_err(failed)?;
+    let data: Vec<Value> = found
+        .items
+        .iter()
+        .map(|p: &Patient| {
+            let labels: Vec<Value> = labels
+                .get(&p.id)
+                .into_iter()
+                .flatten()
+                .map(|l| json!({ "text": l.title, "color": l.color }))
+                .collect();
+            json!({ "id": p.id, "firstName": p.fields.first_name,
+                    "lastName": p.fields.last_name, "labels": labels })
+        })
+        .collect();
+    Ok(Json(json!({ "data": { "patients": { "data": data } } })))
+}
+
+/// `bookings(dateRange:, pagination: {page:, pageSize: 100}) { data { id start end patient {
+/// firstName lastName } doctor { fullName } location { name } } }`, bare: the page, then its
+/// patients, doctors and locations a batch each, as the API loads them.
+async fn bookings(State(app): State<Baseline>, Json(request): Json<PageOfBookings>) -> Answer {
+    let practice = app.store.practice(&app.practice);
+    let filter = BookingFilter {
+        range: Some((request.start, request.end)),
+        ..BookingFilter::default()
+    };
+    let page = PageRequest {
+        page: request.page,
+        page_size: 100,
+    };
+    let found = practice
+        .list_bookings(&filter, page)
+        .await
+        .map_err(failed)?;
+    let distinct = |pick: fn(&practice_api::store::bookings::Booking) -> Option<&String>| {
+        let mut ids: Vec<String> = found.items.iter().filter_map(pick).cloned().collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    };
+    let patients = practice
+        .patients_by_ids(&distinct(|b| Some(&b.fields.patient_id)))
+        .await
+        .map_err(failed)?;
+    let doctors = practice
+        .users_by_ids(&distinct(|b| Some(&b.fields.doctor_id)))
+        .await
+        .map_err(failed)?;
+    let locations = practice
+        .locations_by_ids(&distinct(|b| b.fields.location_id.as_ref()))
+        .await
+        .map_err(failed)?;
+    let time = |ms: i64| {
+        chrono::DateTime::from_timestamp_millis(ms)
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+    };
+    let data: Vec<Value> = found
+        .items
+        .iter()
+        .map(|b| {
+            let f = &b.fields;
+            json!({
+                "id": b.id,
+                "start": time(f.start_at),
+                "end": time(f.end_at),
+                "patient": patients.get(&f.patient_id).map(|p| json!({
+                    "firstName": p.fields.first_name, "lastName": p.fields.last_name })),
+                "doctor": doctors.get(&f.doctor_id).map(|d| json!({ "fullName": d.full_name() })),
+                "location": f.location_id.as_ref().and_then(|l| locations.get(l))
+                    .map(|l| json!({ "name": l.name })),
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "data": { "bookings": { "data": data } } })))
+}
+
 /// `addPatientLabel` or `removePatientLabel`, bare: the same store call, so the same insert
 /// (or delete) and its audit event.
 async fn label(State(app): State<Baseline>, Json(request): Json<LabelRequest>) -> Answer {
@@ -113,6 +250,9 @@ async fn main() -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let app = Router::new()
         .route("/patient", post(patient))
+        .route("/search", post(search))
+        .route("/patients", post(patients_page))
+        .route("/bookings", post(bookings))
         .route("/label", post(label))
         .with_state(Baseline {
             store,
