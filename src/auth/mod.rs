@@ -1,6 +1,7 @@
 //! Who is calling, and what they may do: tokens, passwords and permissions. Plain Rust over the
 //! store, with no HTTP and no GraphQL in here.
 
+mod cache;
 mod operations;
 pub mod password;
 pub mod permissions;
@@ -16,6 +17,7 @@ use crate::store::audit::{Actor, ActorKind, Author, Event};
 use crate::store::tokens::{NewToken, Token, TokenKind};
 use crate::store::users::User;
 use crate::store::{PracticeStore, Store, StoreError, now_ms};
+pub use cache::TokenCache;
 pub use operations::{Guard, Missing, OPERATIONS, guard_of, may_call, parse_permissions};
 pub use permissions::{Access, OperationKind, Permission, Permissions, Resource, Role};
 
@@ -59,15 +61,36 @@ pub enum AuthError {
     Store(#[from] StoreError),
 }
 
-/// Finds the caller behind a token secret, refusing unknown, expired and revoked tokens.
-/// Every call reads the database, so a token revoked by any instance is refused at once.
-pub async fn authenticate(store: &Store, secret: &str) -> Result<Principal, AuthError> {
+/// Finds the caller behind a token secret, refusing unknown, expired and revoked tokens. The
+/// token comes from `cache` while the store hears of every change to tokens and users, else
+/// from the database (see [`TokenCache`]), so a token revoked through any instance is refused
+/// on its next request. Without a cache, from the database.
+pub async fn authenticate(
+    store: &Store,
+    cache: Option<&TokenCache>,
+    secret: &str,
+) -> Result<Principal, AuthError> {
     let practice_id = secret::practice_of(secret).ok_or(AuthError::Invalid)?;
-    let practice = store.practice(practice_id);
-    let grant = practice
-        .find_token_by_secret(&secret::hash_secret(secret))
-        .await?
-        .ok_or(AuthError::Invalid)?;
+    let hash = secret::hash_secret(secret);
+    let unused = TokenCache::default();
+    let (cache, epoch) = match cache {
+        Some(cache) => (cache, store.credentials_epoch()),
+        None => (&unused, None),
+    };
+    let grant = match epoch.and_then(|epoch| cache.get(&hash, epoch)) {
+        Some(grant) => grant,
+        None => {
+            let grant = store
+                .practice(practice_id)
+                .find_token_by_secret(&hash)
+                .await?
+                .ok_or(AuthError::Invalid)?;
+            if let Some(epoch) = epoch {
+                cache.put(hash.clone(), grant.clone(), epoch);
+            }
+            grant
+        }
+    };
     let token = grant.token;
     let now = now_ms();
     if token.revoked_at.is_some() {
@@ -112,6 +135,7 @@ pub async fn authenticate(store: &Store, secret: &str) -> Result<Principal, Auth
         .last_used_at
         .is_none_or(|at| now - at >= LAST_USED_PRECISION_MS)
     {
+        cache.used(&hash, now);
         let store = store.clone();
         let (practice_id, token_id) = (practice_id.to_string(), token.id.clone());
         tokio::spawn(async move {

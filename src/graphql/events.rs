@@ -205,11 +205,12 @@ impl Connection {
         });
     }
 
-    /// Checks the token again; cuts the connection when it no longer works, or allows other
-    /// things than before. True while it works as before.
+    /// Checks the token again, in the database (an event about it may come before this
+    /// instance's cache hears of the change); cuts the connection when it no longer works, or
+    /// allows other things than before. True while it works as before.
     pub async fn recheck(&self, store: &Store) -> bool {
         let was = self.principal();
-        match auth::authenticate(store, &self.token).await {
+        match auth::authenticate(store, None, &self.token).await {
             Ok(now) if now.permissions == was.permissions => {
                 *self.principal.lock().unwrap_or_else(|e| e.into_inner()) = now;
                 true

@@ -93,6 +93,14 @@ impl<'e> Event<'e> {
         }
     }
 
+    /// Whether it may change who may call, and with what permissions: any change to a token
+    /// or a staff user but making one (a token or user made is cached by nobody yet). A cache
+    /// of tokens forgets what it holds at each (see `tokens::CredentialWatch`).
+    pub fn changes_credentials(&self) -> bool {
+        matches!(self.resource_type, "token" | "user")
+            && !matches!(self.action, "create" | "sign_in" | "sign_in_failed")
+    }
+
     /// An event on a record that belongs to no patient.
     pub fn of(action: &'static str, resource_type: &'static str, resource_id: &'e str) -> Self {
         Event {
@@ -209,7 +217,11 @@ impl<'a> PracticeStore<'a> {
         event: Event<'_>,
     ) -> StoreResult<()> {
         self.record_in(&mut tx, &[event]).await?;
-        self.store.commit_events(tx).await
+        self.store.commit_events(tx).await?;
+        if event.changes_credentials() {
+            self.store.credentials_changed();
+        }
+        Ok(())
     }
 
     /// Records events in a transaction that will commit them with what they record.

@@ -134,6 +134,8 @@ pub struct Store {
     committed: std::sync::Arc<tokio::sync::Notify>,
     /// The database's URL, for what needs a connection of its own (PostgreSQL's LISTEN).
     url: String,
+    /// Changes to tokens and staff users, for a cache of them.
+    credentials: std::sync::Arc<tokens::CredentialWatch>,
 }
 
 impl Store {
@@ -187,6 +189,7 @@ impl Store {
                     engine,
                     committed: Default::default(),
                     url: url.clone(),
+                    credentials: Default::default(),
                 }
             }
             Engine::Postgres => {
@@ -200,6 +203,7 @@ impl Store {
                     engine,
                     committed: Default::default(),
                     url: url.clone(),
+                    credentials: Default::default(),
                 }
             }
         };

@@ -222,3 +222,109 @@ impl super::Store {
         Ok(row.map(|(practice_id,)| practice_id))
     }
 }
+
+/// The channel PostgreSQL's `credentials_notify` trigger (migration 0012) notifies when a
+/// token's validity or a staff user changes.
+const CREDENTIALS_CHANNEL: &str = "practice_credentials";
+
+/// How long the watch waits before listening again after its connection was lost.
+const RELISTEN_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// What this instance knows of changes to tokens and staff users, for a cache of who may call
+/// (`auth::TokenCache`): a number that moves on at every such change, and whether this
+/// instance hears of every change made anywhere. It hears of its own changes as it commits
+/// them (see [`Event::changes_credentials`]) and of other instances' through PostgreSQL's
+/// NOTIFY, from the moment it listens; on SQLite, whose file the command line may change
+/// without telling anyone, and while the notifications' connection is down, it hears of
+/// nothing, and a cache must ask the database.
+#[derive(Debug, Default)]
+pub struct CredentialWatch {
+    epoch: std::sync::atomic::AtomicU64,
+    heard: std::sync::atomic::AtomicBool,
+}
+
+impl CredentialWatch {
+    fn changed(&self) {
+        self.epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn hears(&self, heard: bool) {
+        self.heard.store(heard, std::sync::atomic::Ordering::SeqCst);
+        // Whatever was cached before is suspect either way.
+        self.changed();
+    }
+}
+
+impl super::Store {
+    /// The number of the changes to tokens and staff users so far, while this instance hears
+    /// of every one of them (see [`CredentialWatch`]); None when it may not.
+    pub fn credentials_epoch(&self) -> Option<u64> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let watch = &self.credentials;
+        // The number first: a change heard of between the two reads only makes it older.
+        let epoch = watch.epoch.load(SeqCst);
+        watch.heard.load(SeqCst).then_some(epoch)
+    }
+
+    /// Counts a change to tokens or staff users made through this instance, once committed.
+    pub(super) fn credentials_changed(&self) {
+        self.credentials.changed();
+    }
+
+    /// Starts listening for other instances' changes to tokens and staff users (PostgreSQL),
+    /// for as long as a clone of this store lives; nothing on SQLite. A lost connection is
+    /// noticed at once, and listened again a second later.
+    pub fn watch_credentials(&self) {
+        if self.engine != super::Engine::Postgres {
+            return;
+        }
+        let url = self.url.clone();
+        let watch = std::sync::Arc::downgrade(&self.credentials);
+        tokio::spawn(async move {
+            loop {
+                match sqlx::postgres::PgListener::connect(&url).await {
+                    Ok(mut listener) => match listener.listen(CREDENTIALS_CHANNEL).await {
+                        Ok(()) => {
+                            if !hear_changes(&mut listener, &watch).await {
+                                return;
+                            }
+                        }
+                        Err(error) => {
+                            tracing::warn!(%error, "could not listen for changes to tokens")
+                        }
+                    },
+                    Err(error) => tracing::warn!(%error, "could not listen for changes to tokens"),
+                }
+                if watch.strong_count() == 0 {
+                    return;
+                }
+                tokio::time::sleep(RELISTEN_AFTER).await;
+            }
+        });
+    }
+}
+
+/// Counts each notification until the connection is lost; false when the store is gone.
+async fn hear_changes(
+    listener: &mut sqlx::postgres::PgListener,
+    watch: &std::sync::Weak<CredentialWatch>,
+) -> bool {
+    match watch.upgrade() {
+        Some(watch) => watch.hears(true),
+        None => return false,
+    }
+    loop {
+        let next = listener.try_recv().await;
+        let Some(watch) = watch.upgrade() else {
+            return false;
+        };
+        match next {
+            Ok(Some(_)) => watch.changed(),
+            Ok(None) | Err(_) => {
+                watch.hears(false);
+                tracing::warn!("lost the notifications of changes to tokens; asking the database");
+                return true;
+            }
+        }
+    }
+}

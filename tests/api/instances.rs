@@ -130,3 +130,91 @@ async fn one_slot_is_booked_once_across_instances(#[case] engine: Engine) {
     }
     assert_eq!(booked, 1);
 }
+
+/// PostgreSQL: each instance keeps the tokens it has found in memory, and forgets them at any
+/// change to a token or a staff user made anywhere (the change's commit notifies every
+/// instance). A change made straight in the database is heard as well; and while an
+/// instance's notifications are cut off, it asks the database at every request, so a change
+/// it could not hear of still holds at once.
+#[tokio::test]
+async fn a_token_revoked_anywhere_is_refused_at_once_by_every_instance() {
+    let one = spawn!(Engine::Postgres);
+    let two = one.another_instance().await;
+    let query = "{ patients { data { id } } }";
+    sqlx::any::install_default_drivers();
+    let mut db = <sqlx::AnyConnection as sqlx::Connection>::connect(&one.database_url)
+        .await
+        .expect("connect");
+    let revoke = "UPDATE tokens SET revoked_at = 1 WHERE permissions = $1";
+
+    // Found by both, then revoked by hand in the database: both hear of it.
+    let token = one.token(&["patients:read"]).await;
+    for app in [&one, &two] {
+        let body = app.gql(Some(&token), query, json!({})).await;
+        assert!(body.get("errors").is_none(), "{body}");
+    }
+    sqlx::query(revoke)
+        .bind("patients:read")
+        .execute(&mut db)
+        .await
+        .expect("revoke");
+    for app in [&one, &two] {
+        let refused = app.gql(Some(&token), query, json!({})).await;
+        assert_eq!(error_code(&refused), "UNAUTHENTICATED", "{refused}");
+    }
+
+    // The notifications cut off (their connections ended by the database), and a token
+    // revoked without a notification (the trigger switched off for that session): the
+    // instances that found it before ask the database, and refuse it.
+    let token = one.token(&["bookings:read"]).await;
+    let bookings = "{ bookings { data { id } } }";
+    for app in [&one, &two] {
+        let body = app.gql(Some(&token), bookings, json!({})).await;
+        assert!(body.get("errors").is_none(), "{body}");
+    }
+    let ended: Vec<(bool,)> = sqlx::query_as(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = current_database() AND pid <> pg_backend_pid() \
+         AND query LIKE '%practice_credentials%'",
+    )
+    .fetch_all(&mut db)
+    .await
+    .expect("terminate");
+    assert_eq!(
+        ended.len(),
+        2,
+        "each instance listens on a connection of its own"
+    );
+    // The instances see their connection end at once; a moment for them to act on it.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    sqlx::raw_sql("SET session_replication_role = replica")
+        .execute(&mut db)
+        .await
+        .expect("no triggers");
+    sqlx::query(revoke)
+        .bind("bookings:read")
+        .execute(&mut db)
+        .await
+        .expect("revoke");
+    for app in [&one, &two] {
+        let refused = app.gql(Some(&token), bookings, json!({})).await;
+        assert_eq!(error_code(&refused), "UNAUTHENTICATED", "{refused}");
+    }
+
+    // Listening again a second later, they serve tokens as before.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let token = one.token(&["patients:read"]).await;
+    for app in [&one, &two] {
+        let body = app.gql(Some(&token), query, json!({})).await;
+        assert!(body.get("errors").is_none(), "{body}");
+    }
+    let listening: (i64,) = sqlx::query_as(
+        "SELECT count(*) FROM pg_stat_activity \
+         WHERE datname = current_database() AND pid <> pg_backend_pid() \
+         AND query LIKE '%practice_credentials%'",
+    )
+    .fetch_one(&mut db)
+    .await
+    .expect("count");
+    assert_eq!(listening.0, 2, "both listen again");
+}

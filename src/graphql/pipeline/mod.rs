@@ -29,7 +29,7 @@ pub use rejection::{Rejection, Stop};
 use self::documents::Documents;
 use self::persisted::Persisted;
 use self::reads::ReadAudit;
-use crate::auth::{self, AuthError, Missing, Principal};
+use crate::auth::{self, AuthError, Missing, Principal, TokenCache};
 use crate::events::Hub;
 use crate::graphql::error::code;
 use crate::graphql::events::Connection;
@@ -76,12 +76,16 @@ pub struct Pipeline {
     rate_limits: Arc<RateLimits>,
     address_limits: Arc<RateLimits>,
     reads: ReadAudit,
+    /// Tokens found lately, while the store hears of every change to them.
+    tokens: Arc<TokenCache>,
 }
 
 impl Pipeline {
     /// The stages over `store`, with the schema and limits of `settings`. Starts the writer of
-    /// the audit log's reads.
+    /// the audit log's reads, and the store's watch of changes to tokens (which lets a token
+    /// found once be used from memory until the next change).
     pub fn new(store: Store, settings: ApiSettings, rates: Rates) -> Pipeline {
+        store.watch_credentials();
         let limits = settings.limits;
         let hub = Hub::start(store.clone(), settings.subscriber_lag);
         let schema = build_schema(store.clone(), hub.clone(), settings);
@@ -90,6 +94,7 @@ impl Pipeline {
             schema,
             hub,
             reads: ReadAudit::start(store.clone()),
+            tokens: Arc::default(),
             store,
             limits,
             documents: Documents::default(),
@@ -151,7 +156,7 @@ impl Pipeline {
         let token = token.map(str::trim).filter(|t| !t.is_empty());
         let found = match token {
             None => Err(AuthError::Missing),
-            Some(token) => auth::authenticate(&self.store, token).await,
+            Some(token) => auth::authenticate(&self.store, Some(&self.tokens), token).await,
         };
         match found {
             Ok(principal) => Ok(principal),
