@@ -5,8 +5,6 @@
 //! before its data leaves the server ([`Store::record_reads`]); if that fails, the data is
 //! withheld.
 
-use std::collections::BTreeMap;
-
 use sqlx::{Any, FromRow, Transaction};
 
 use super::idempotency::Key;
@@ -253,55 +251,209 @@ impl<'a> PracticeStore<'a> {
         insert(tx, self.store.engine, self.practice_id, &rows).await
     }
 
-    /// The practice's events, newest first.
+    /// The practice's events, newest first: the writes and older reads of `audit_events`,
+    /// and the reads of `audit_reads`, one event per record read. Each source gives at most
+    /// the rows the page reaches (every row of reads is at least one event), merged here.
     pub async fn list_audit_events(
         &self,
         filter: &AuditFilter,
         page: PageRequest,
     ) -> StoreResult<Page<AuditEvent>> {
+        let reach = page.offset() + page.limit();
+        let events = self.events_in_log(filter, reach).await?;
+        let reads = self.reads_in_log(filter, reach).await?;
+        let patient = filter.patient_id.as_deref();
+        let expanded = reads.iter().flat_map(|row| row.events(patient));
+        let skip = usize::try_from(page.offset()).unwrap_or(usize::MAX);
+        let take = usize::try_from(page.limit()).unwrap_or(usize::MAX);
+        let rows = newest_first(events.into_iter(), expanded)
+            .skip(skip)
+            .take(take)
+            .collect();
+        Ok(page.finish(rows))
+    }
+
+    /// The newest `reach` events of `audit_events` that `filter` lets through.
+    async fn events_in_log(
+        &self,
+        filter: &AuditFilter,
+        reach: i64,
+    ) -> StoreResult<Vec<AuditEvent>> {
         let mut args = Args::default();
         let mut sql = format!("SELECT {EVENT_COLUMNS} FROM audit_events WHERE practice_id = $1");
-        if let Some(patient_id) = &filter.patient_id {
-            sql += &format!(" AND patient_id = {}", args.add(patient_id));
-        }
-        if let Some(actor_id) = &filter.actor_id {
-            sql += &format!(" AND actor_id = {}", args.add(actor_id));
-        }
-        if let Some((from, to)) = filter.at {
-            let (from, to) = (args.add(from), args.add(to));
-            sql += &format!(" AND at >= {from} AND at <= {to}");
-        }
-        let (limit, offset) = (args.add(page.limit()), args.add(page.offset()));
-        sql += &format!(" ORDER BY at DESC, id DESC LIMIT {limit} OFFSET {offset}");
+        sql += &filter.conditions(&mut args, "patient_id = {}");
+        sql += &format!(" ORDER BY at DESC, id DESC LIMIT {}", args.add(reach));
         let query = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id);
-        let rows = args.bind(query).fetch_all(self.read()).await?;
-        Ok(page.finish(rows))
+        Ok(args.bind(query).fetch_all(self.read()).await?)
+    }
+
+    /// The newest `reach` rows of `audit_reads` that `filter` lets through.
+    async fn reads_in_log(&self, filter: &AuditFilter, reach: i64) -> StoreResult<Vec<ReadRow>> {
+        let mut args = Args::default();
+        let mut sql = format!("SELECT {READ_COLUMNS} FROM audit_reads WHERE practice_id = $1");
+        sql += &filter.conditions(
+            &mut args,
+            "id IN (SELECT read_id FROM audit_read_patients WHERE practice_id = $1 \
+             AND patient_id = {})",
+        );
+        sql += &format!(" ORDER BY at DESC, id DESC LIMIT {}", args.add(reach));
+        let query = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id);
+        Ok(args.bind(query).fetch_all(self.read()).await?)
     }
 }
 
-impl Store {
-    /// Records the reads of many requests in one transaction: one commit for all of them.
-    pub async fn record_reads(&self, batch: &[Reads]) -> StoreResult<()> {
-        let mut by_practice: BTreeMap<&str, Vec<Row>> = BTreeMap::new();
-        for reads in batch {
-            let rows = by_practice.entry(&reads.practice_id).or_default();
-            rows.extend(reads.reads.iter().map(|read| Row {
-                actor: &reads.actor,
-                operation: Some(&read.operation),
-                action: "read",
-                resource_type: read.resource_type,
-                resource_id: &read.resource_id,
-                patient_id: read.patient_id.as_deref(),
-            }));
+impl AuditFilter {
+    /// The filter's conditions, each after an AND; `by_patient` is the patient's, with `{}`
+    /// where its placeholder goes.
+    fn conditions(&self, args: &mut Args, by_patient: &str) -> String {
+        let mut sql = String::new();
+        if let Some(patient_id) = &self.patient_id {
+            sql += &format!(" AND {}", by_patient.replace("{}", &args.add(patient_id)));
         }
-        if by_practice.values().all(Vec::is_empty) {
+        if let Some(actor_id) = &self.actor_id {
+            sql += &format!(" AND actor_id = {}", args.add(actor_id));
+        }
+        if let Some((from, to)) = self.at {
+            let (from, to) = (args.add(from), args.add(to));
+            sql += &format!(" AND at >= {from} AND at <= {to}");
+        }
+        sql
+    }
+}
+
+const READ_COLUMNS: &str = "id, at, actor_type, actor_id, actor_name, reads";
+
+/// One request's reads of one practice, as `audit_reads` keeps them.
+#[derive(Debug, FromRow)]
+struct ReadRow {
+    id: String,
+    at: i64,
+    actor_type: String,
+    actor_id: String,
+    actor_name: Option<String>,
+    /// [`Read::to_json`].
+    reads: String,
+}
+
+impl ReadRow {
+    /// An event per record read (of `patient`'s, when given), newest first: the n-th record
+    /// read is `{id}.{n}`, so that the order of ids is that of the reads.
+    fn events<'r>(&'r self, patient: Option<&'r str>) -> impl Iterator<Item = AuditEvent> + 'r {
+        let reads = Read::from_json(&self.reads);
+        let count = reads.len();
+        reads
+            .into_iter()
+            .enumerate()
+            .rev()
+            .filter(move |(_, read)| patient.is_none_or(|p| read.patient_id.as_deref() == Some(p)))
+            .map(move |(n, read)| AuditEvent {
+                id: format!("{}.{:0width$}", self.id, n, width = digits(count)),
+                at: self.at,
+                actor_type: self.actor_type.clone(),
+                actor_id: self.actor_id.clone(),
+                actor_name: self.actor_name.clone(),
+                action: "read".into(),
+                operation: Some(read.operation),
+                resource_type: Some(read.resource_type.into()),
+                resource_id: Some(read.resource_id),
+                patient_id: read.patient_id,
+            })
+    }
+}
+
+/// Digits in the largest index of `count` items (at least one).
+fn digits(count: usize) -> usize {
+    count.saturating_sub(1).max(1).ilog10() as usize + 1
+}
+
+/// Two lists of events, each newest first, as one, newest first.
+fn newest_first(
+    a: impl Iterator<Item = AuditEvent>,
+    b: impl Iterator<Item = AuditEvent>,
+) -> impl Iterator<Item = AuditEvent> {
+    let (mut a, mut b) = (a.peekable(), b.peekable());
+    std::iter::from_fn(move || match (a.peek(), b.peek()) {
+        (Some(x), Some(y)) if (x.at, &x.id) >= (y.at, &y.id) => a.next(),
+        (Some(_), Some(_)) => b.next(),
+        (Some(_), None) => a.next(),
+        (None, _) => b.next(),
+    })
+}
+
+impl Store {
+    /// Records the reads of many requests in one transaction, one commit for all of them: a
+    /// row of `audit_reads` per request and practice, and an entry of `audit_read_patients`
+    /// per patient each read reached; two statements in all.
+    pub async fn record_reads(&self, batch: &[Reads]) -> StoreResult<()> {
+        let at = now_ms();
+        let mut rows = Vec::new();
+        let mut patients = Vec::new();
+        for reads in batch.iter().filter(|r| !r.reads.is_empty()) {
+            let id = new_id();
+            let mut reached: Vec<&str> = reads
+                .reads
+                .iter()
+                .filter_map(|read| read.patient_id.as_deref())
+                .collect();
+            reached.sort_unstable();
+            reached.dedup();
+            patients.extend(
+                reached
+                    .into_iter()
+                    .map(|patient| serde_json::json!([reads.practice_id, patient, id])),
+            );
+            rows.push(serde_json::json!([
+                reads.practice_id,
+                id,
+                reads.actor.kind.as_str(),
+                reads.actor.id,
+                reads.actor.name,
+                Read::to_json(&reads.reads),
+            ]));
+        }
+        if rows.is_empty() {
             return Ok(());
         }
-        let mut tx = self.begin_write().await?;
-        for (practice_id, rows) in by_practice {
-            insert(&mut tx, self.engine, practice_id, &rows).await?;
+        let rows = serde_json::Value::Array(rows).to_string();
+        let patients = serde_json::Value::Array(patients).to_string();
+        let reads = format!(
+            "INSERT INTO audit_reads (practice_id, {READ_COLUMNS}) \
+             SELECT r.value->>0, r.value->>1, $2, r.value->>2, r.value->>3, r.value->>4, \
+             r.value->>5 FROM {}",
+            self.engine.json_rows(1, false)
+        );
+        let reached = |param: usize| {
+            format!(
+                "INSERT INTO audit_read_patients (practice_id, patient_id, read_id) \
+                 SELECT r.value->>0, r.value->>1, r.value->>2 FROM {}",
+                self.engine.json_rows(param, false)
+            )
+        };
+        match self.engine {
+            // One statement, which commits alone: a batch costs one round trip.
+            Engine::Postgres => {
+                let sql = format!("WITH reads AS ({reads}) {}", reached(3));
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(rows)
+                    .bind(at)
+                    .bind(patients)
+                    .execute(&self.write)
+                    .await?;
+            }
+            Engine::Sqlite => {
+                let mut tx = self.begin_write().await?;
+                sqlx::query(sqlx::AssertSqlSafe(reads))
+                    .bind(rows)
+                    .bind(at)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query(sqlx::AssertSqlSafe(reached(1)))
+                    .bind(patients)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+            }
         }
-        tx.commit().await?;
         Ok(())
     }
 }
@@ -347,4 +499,72 @@ async fn insert(
             .await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(n: usize, patient: &str) -> Read {
+        Read {
+            operation: "bookings".into(),
+            resource_type: "booking",
+            resource_id: format!("b{n}"),
+            patient_id: Some(patient.into()),
+        }
+    }
+
+    fn event(id: &str, at: i64) -> AuditEvent {
+        AuditEvent {
+            id: id.into(),
+            at,
+            actor_type: "token".into(),
+            actor_id: "t".into(),
+            actor_name: None,
+            action: "create".into(),
+            operation: None,
+            resource_type: None,
+            resource_id: None,
+            patient_id: None,
+        }
+    }
+
+    #[test]
+    fn a_row_of_reads_is_an_event_a_record_newest_first() {
+        let reads: Vec<Read> = (0..12)
+            .map(|n| read(n, if n % 2 == 0 { "p" } else { "q" }))
+            .collect();
+        let row = ReadRow {
+            id: "r".into(),
+            at: 5,
+            actor_type: "token".into(),
+            actor_id: "t".into(),
+            actor_name: None,
+            reads: Read::to_json(&reads),
+        };
+        let ids: Vec<String> = row.events(None).map(|e| e.id).collect();
+        assert_eq!(ids.len(), 12);
+        assert_eq!(ids[0], "r.11");
+        assert_eq!(ids[11], "r.00");
+        let mut sorted = ids.clone();
+        sorted.sort_unstable_by(|a, b| b.cmp(a));
+        assert_eq!(ids, sorted, "ids in the order of the events");
+        let of_q: Vec<String> = row
+            .events(Some("q"))
+            .map(|e| e.resource_id.unwrap_or_default())
+            .collect();
+        assert_eq!(of_q, ["b11", "b9", "b7", "b5", "b3", "b1"]);
+
+        // Merged with the writes' events by time, then id, newest first.
+        let writes = vec![event("w2", 9), event("w1", 5), event("w0", 1)];
+        let merged: Vec<String> = newest_first(writes.into_iter(), row.events(Some("p")))
+            .map(|e| e.id)
+            .collect();
+        assert_eq!(
+            merged,
+            [
+                "w2", "w1", "r.10", "r.08", "r.06", "r.04", "r.02", "r.00", "w0"
+            ]
+        );
+    }
 }

@@ -343,11 +343,15 @@ async fn break_the_audit_log(app: &TestApp, engine: Engine) {
         Engine::Sqlite => &[
             "CREATE TRIGGER audit_refused BEFORE INSERT ON audit_events \
              BEGIN SELECT RAISE(ABORT, 'audit log refused'); END",
+            "CREATE TRIGGER audit_reads_refused BEFORE INSERT ON audit_reads \
+             BEGIN SELECT RAISE(ABORT, 'audit log refused'); END",
         ],
         Engine::Postgres => &[
             "CREATE FUNCTION audit_refused() RETURNS trigger LANGUAGE plpgsql AS \
              $$ BEGIN RAISE EXCEPTION 'audit log refused'; END $$",
             "CREATE TRIGGER audit_refused BEFORE INSERT ON audit_events \
+             FOR EACH ROW EXECUTE FUNCTION audit_refused()",
+            "CREATE TRIGGER audit_reads_refused BEFORE INSERT ON audit_reads \
              FOR EACH ROW EXECUTE FUNCTION audit_refused()",
         ],
     };
@@ -364,13 +368,20 @@ async fn mend_the_audit_log(app: &TestApp) {
     let mut conn = sqlx::AnyConnection::connect(&app.database_url)
         .await
         .expect("connect");
-    sqlx::query("DROP TRIGGER audit_refused ON audit_events")
-        .execute(&mut conn)
-        .await
-        .or(sqlx::query("DROP TRIGGER audit_refused")
+    for (trigger, table) in [
+        ("audit_refused", "audit_events"),
+        ("audit_reads_refused", "audit_reads"),
+    ] {
+        let postgres = format!("DROP TRIGGER {trigger} ON {table}");
+        let sqlite = format!("DROP TRIGGER {trigger}");
+        sqlx::query(sqlx::AssertSqlSafe(postgres))
             .execute(&mut conn)
-            .await)
-        .expect("drop the trigger");
+            .await
+            .or(sqlx::query(sqlx::AssertSqlSafe(sqlite))
+                .execute(&mut conn)
+                .await)
+            .expect("drop the trigger");
+    }
     let _ = conn.close().await;
 }
 

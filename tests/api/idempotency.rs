@@ -346,14 +346,13 @@ async fn a_mutation_that_wrote_keeps_its_key_whatever_its_answer(#[case] engine:
         &app,
         match engine {
             Engine::Sqlite => {
-                "CREATE TRIGGER no_reads BEFORE INSERT ON audit_events WHEN NEW.action = 'read' \
+                "CREATE TRIGGER no_reads BEFORE INSERT ON audit_reads \
                  BEGIN SELECT RAISE(ABORT, 'no reads'); END"
             }
             Engine::Postgres => {
                 "CREATE FUNCTION no_reads() RETURNS trigger LANGUAGE plpgsql AS \
-                 $$ BEGIN IF NEW.action = 'read' THEN RAISE EXCEPTION 'no reads'; END IF; \
-                 RETURN NEW; END $$; \
-                 CREATE TRIGGER no_reads BEFORE INSERT ON audit_events \
+                 $$ BEGIN RAISE EXCEPTION 'no reads'; END $$; \
+                 CREATE TRIGGER no_reads BEFORE INSERT ON audit_reads \
                  FOR EACH ROW EXECUTE FUNCTION no_reads()"
             }
         },
@@ -383,7 +382,7 @@ async fn a_mutation_that_wrote_keeps_its_key_whatever_its_answer(#[case] engine:
         &app,
         match engine {
             Engine::Sqlite => "DROP TRIGGER no_reads",
-            Engine::Postgres => "DROP TRIGGER no_reads ON audit_events; DROP FUNCTION no_reads()",
+            Engine::Postgres => "DROP TRIGGER no_reads ON audit_reads; DROP FUNCTION no_reads()",
         },
     )
     .await;
