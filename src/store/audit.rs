@@ -214,10 +214,17 @@ impl<'a> PracticeStore<'a> {
         mut tx: Transaction<'_, Any>,
         event: Event<'_>,
     ) -> StoreResult<()> {
+        let echo = match event.changes_credentials() {
+            true => self.store.announce_credentials(&mut tx).await?,
+            false => None,
+        };
         self.record_in(&mut tx, &[event]).await?;
         self.store.commit_events(tx).await?;
         if event.changes_credentials() {
             self.store.credentials_changed();
+        }
+        if let Some(echo) = echo {
+            echo.wait().await;
         }
         Ok(())
     }

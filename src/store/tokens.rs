@@ -241,6 +241,45 @@ const RELISTEN_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 pub struct CredentialWatch {
     epoch: std::sync::atomic::AtomicU64,
     heard: std::sync::atomic::AtomicBool,
+    /// The changes through this instance whose own notification it waits to hear, by the
+    /// notification's payload (see [`Echo`]).
+    echoes: std::sync::Mutex<std::collections::HashMap<String, tokio::sync::oneshot::Sender<()>>>,
+}
+
+/// Longest a change to tokens or users waits to hear its own notification come back.
+const ECHO_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A change to tokens or users, made through this instance, that waits to hear its own
+/// notification come back before its answer leaves: PostgreSQL hands a notification to every
+/// listening instance at once, so once this instance has heard it, the others have been
+/// handed it too, and the client's next request, wherever it goes, finds their caches
+/// forgotten.
+pub(super) struct Echo {
+    watch: std::sync::Arc<CredentialWatch>,
+    mark: String,
+    heard: tokio::sync::oneshot::Receiver<()>,
+}
+
+impl Echo {
+    /// Waits for the notification, at most [`ECHO_WAIT`].
+    pub(super) async fn wait(mut self) {
+        if tokio::time::timeout(ECHO_WAIT, &mut self.heard)
+            .await
+            .is_err()
+        {
+            tracing::warn!("a change to tokens was not heard back within a second");
+        }
+    }
+}
+
+impl Drop for Echo {
+    fn drop(&mut self) {
+        self.watch
+            .echoes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.mark);
+    }
 }
 
 impl CredentialWatch {
@@ -269,6 +308,35 @@ impl super::Store {
     /// Counts a change to tokens or staff users made through this instance, once committed.
     pub(super) fn credentials_changed(&self) {
         self.credentials.changed();
+    }
+
+    /// Before a change to tokens or users commits in `tx`: while this instance hears
+    /// PostgreSQL's notifications, a notification of its own in the transaction, to wait for
+    /// once it has committed (see [`Echo`]).
+    pub(super) async fn announce_credentials(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    ) -> super::StoreResult<Option<Echo>> {
+        if self.engine != super::Engine::Postgres || self.credentials_epoch().is_none() {
+            return Ok(None);
+        }
+        let mark = super::new_id();
+        let (told, heard) = tokio::sync::oneshot::channel();
+        self.credentials
+            .echoes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(mark.clone(), told);
+        let echo = Echo {
+            watch: self.credentials.clone(),
+            mark,
+            heard,
+        };
+        sqlx::query("SELECT pg_notify('practice_credentials', $1)")
+            .bind(&echo.mark)
+            .execute(&mut **tx)
+            .await?;
+        Ok(Some(echo))
     }
 
     /// Starts listening for other instances' changes to tokens and staff users (PostgreSQL),
@@ -319,7 +387,17 @@ async fn hear_changes(
             return false;
         };
         match next {
-            Ok(Some(_)) => watch.changed(),
+            Ok(Some(notification)) => {
+                watch.changed();
+                let echo = watch
+                    .echoes
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(notification.payload());
+                if let Some(echo) = echo {
+                    let _ = echo.send(());
+                }
+            }
             Ok(None) | Err(_) => {
                 watch.hears(false);
                 tracing::warn!("lost the notifications of changes to tokens; asking the database");

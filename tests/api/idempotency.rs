@@ -436,6 +436,9 @@ async fn a_replay_checks_the_callers_permissions_again(#[case] engine: Engine) {
         "UPDATE users SET role = 'receptionist' WHERE email = 'pat@example.com'",
     )
     .await;
+    // A change by hand in the database reaches an instance that keeps tokens in memory
+    // (PostgreSQL) by its NOTIFY, within milliseconds; the API's own changes wait for it.
+    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     let retry = create(&app, &token, "k1", "Ada").await;
     assert_eq!(retry.code(), "FORBIDDEN", "{}", retry.body);
     assert!(retry.body.get("data").is_none(), "{}", retry.body);

@@ -158,6 +158,9 @@ async fn a_token_revoked_anywhere_is_refused_at_once_by_every_instance() {
         .execute(&mut db)
         .await
         .expect("revoke");
+    // Heard within milliseconds, at the NOTIFY of its commit (a change through the API waits
+    // until its own instance has heard it, and is refused at once: the test above).
+    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     for app in [&one, &two] {
         let refused = app.gql(Some(&token), query, json!({})).await;
         assert_eq!(error_code(&refused), "UNAUTHENTICATED", "{refused}");
