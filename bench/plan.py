@@ -1,11 +1,15 @@
 """Writes the request plans of bench/run: one file a scenario, one JSON body a line, read from
 the seeded database through the API itself (so the benchmark holds no SQL of its own).
 
-    python3 bench/plan.py URL TOKEN OUT_DIR THREADS STAFF_PASSWORD
+    python3 bench/plan.py URL TOKEN OUT_DIR THREADS STAFF_PASSWORD [PRACTICE]
 
 Thread t of THREADS sends lines t, t+THREADS, ... (see load.lua). A line WRITE stands for the
 next label write of the scenario's .writes file: the bodies that add and remove the label,
 then the patients to write to.
+
+With PRACTICE (the token's practice; bench/run --peer), also the plans of the peer's lookup
+(peer_patient: PostGraphile's, by the table's key) and of the API's with the same selection
+(patient_narrow).
 """
 
 import datetime
@@ -17,6 +21,8 @@ import urllib.request
 URL, TOKEN, OUT, THREADS = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 # The demo staff's password, which `practice-api demo` makes at random and prints once.
 STAFF_PASSWORD = sys.argv[5]
+# The practice of the token, which the peer (over the bare tables) must be told.
+PRACTICE = sys.argv[6] if len(sys.argv) > 6 else None
 random.seed(20261122)
 
 
@@ -113,6 +119,16 @@ for name, lines in reads.items():
 # The baselines' plans: the same lookups, searches and pages, as the bare handlers take them.
 write("baseline_patient", [json.dumps({"id": p["id"]}) for p in sample])
 write("baseline_search", [json.dumps({"search": p["email"].split("@")[0]}) for p in sample])
+if PRACTICE:
+    # The same lookups with the same selection, through the API and through PostGraphile 4
+    # (which names the lookup by the primary key, (practice_id, id), of the table patients).
+    NARROW = "query($id: ID!) { patient(id: $id) { id firstName email } }"
+    PEER = (
+        "query($p: String!, $id: String!) { patientByPracticeIdAndId(practiceId: $p, id: $id) "
+        "{ id firstName email } }"
+    )
+    write("patient_narrow", [body(NARROW, {"id": p["id"]}) for p in sample])
+    write("peer_patient", [body(PEER, {"p": PRACTICE, "id": p["id"]}) for p in sample])
 write("baseline_patients_page", [
     json.dumps({"page": json.loads(line)["variables"]["p"]}) for line in reads["patients_page"]
 ])
