@@ -112,9 +112,6 @@ fn json_list(ids: &[String]) -> String {
     serde_json::Value::from(ids).to_string()
 }
 
-/// The part of an SQLite file its readers map into memory (see [`Store::connect`]).
-const SQLITE_MMAP_BYTES: u64 = 1 << 30;
-
 /// How the store connects: pool size and how long to wait for a connection. The defaults
 /// are those of the command line (`config::DatabaseConfig`).
 #[derive(Clone, Debug)]
@@ -183,21 +180,6 @@ impl Store {
                     .await
                     .map_err(StoreError::from_connect)?;
                 let read = pool_options()
-                    .after_connect(|connection, _| {
-                        Box::pin(async move {
-                            // Reading the file through a memory map: a reader whose cache a
-                            // commit emptied (every commit does, in WAL mode, and every read of
-                            // patient data is recorded by one) finds its pages in memory rather
-                            // than copying each with a system call. A read error on the map
-                            // would end the process, so only the readers use it.
-                            sqlx::query(sqlx::AssertSqlSafe(format!(
-                                "PRAGMA mmap_size = {SQLITE_MMAP_BYTES}"
-                            )))
-                            .execute(&mut *connection)
-                            .await?;
-                            Ok(())
-                        })
-                    })
                     .connect_with(options)
                     .await
                     .map_err(StoreError::from_connect)?;
