@@ -241,6 +241,8 @@ const RELISTEN_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 pub struct CredentialWatch {
     epoch: std::sync::atomic::AtomicU64,
     heard: std::sync::atomic::AtomicBool,
+    /// Set when a change through this instance was not heard back: the watch listens anew.
+    suspect: std::sync::atomic::AtomicBool,
     /// The changes through this instance whose own notification it waits to hear, by the
     /// notification's payload (see [`Echo`]).
     echoes: std::sync::Mutex<std::collections::HashMap<String, tokio::sync::oneshot::Sender<()>>>,
@@ -261,14 +263,24 @@ pub(super) struct Echo {
 }
 
 impl Echo {
-    /// Waits for the notification, at most [`ECHO_WAIT`].
+    /// Waits for the notification, at most [`ECHO_WAIT`]. Not heard by then, the watch stops
+    /// trusting its notifications (every request asks the database) and listens again.
     pub(super) async fn wait(mut self) {
         if tokio::time::timeout(ECHO_WAIT, &mut self.heard)
             .await
             .is_err()
         {
             tracing::warn!("a change to tokens was not heard back within a second");
+            self.watch.hears(false);
+            self.watch
+                .suspect
+                .store(true, std::sync::atomic::Ordering::SeqCst);
         }
+    }
+
+    /// Completes when the notification is heard.
+    async fn heard_back(mut self) {
+        let _ = (&mut self.heard).await;
     }
 }
 
@@ -341,26 +353,23 @@ impl super::Store {
 
     /// Starts listening for other instances' changes to tokens and staff users (PostgreSQL),
     /// for as long as a clone of this store lives; nothing on SQLite. A lost connection is
-    /// noticed at once, and listened again a second later.
+    /// noticed at once, one that dies silently within a heartbeat (13 s at most), and either is
+    /// listened again a second later; meanwhile every request asks the database.
     pub fn watch_credentials(&self) {
         if self.engine != super::Engine::Postgres {
             return;
         }
         let url = self.url.clone();
+        let pool = self.write.clone();
         let watch = std::sync::Arc::downgrade(&self.credentials);
         tokio::spawn(async move {
             loop {
-                match sqlx::postgres::PgListener::connect(&url).await {
-                    Ok(mut listener) => match listener.listen(CREDENTIALS_CHANNEL).await {
-                        Ok(()) => {
-                            if !hear_changes(&mut listener, &watch).await {
-                                return;
-                            }
+                match listen(&url).await {
+                    Ok(listener) => {
+                        if !supervise(listener, &pool, &watch).await {
+                            return;
                         }
-                        Err(error) => {
-                            tracing::warn!(%error, "could not listen for changes to tokens")
-                        }
-                    },
+                    }
                     Err(error) => tracing::warn!(%error, "could not listen for changes to tokens"),
                 }
                 if watch.strong_count() == 0 {
@@ -372,37 +381,121 @@ impl super::Store {
     }
 }
 
-/// Counts each notification until the connection is lost; false when the store is gone.
-async fn hear_changes(
-    listener: &mut sqlx::postgres::PgListener,
+/// How often the watch checks that its notifications still arrive: it sends one of its own
+/// (a heartbeat) and must hear it within [`HEARTBEAT_WAIT`].
+const HEARTBEAT_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+const HEARTBEAT_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+/// What a heartbeat's payload starts with: it changes nothing, and no cache forgets for it.
+const HEARTBEAT: &str = "heartbeat:";
+
+/// A connection listening on the channel, which does not reconnect by itself (the watch does,
+/// after it has stopped trusting what it heard).
+async fn listen(url: &str) -> Result<sqlx::postgres::PgListener, sqlx::Error> {
+    let mut listener = sqlx::postgres::PgListener::connect(url).await?;
+    listener.eager_reconnect(false);
+    listener.listen(CREDENTIALS_CHANNEL).await?;
+    Ok(listener)
+}
+
+/// Hears changes on `listener` for as long as its notifications are known to arrive: until
+/// the connection ends, a heartbeat is not heard back in time (a connection that died
+/// silently), or a change through this instance was not (see [`Echo`]). Then nothing is
+/// trusted until the watch listens again. False when the store is gone.
+async fn supervise(
+    listener: sqlx::postgres::PgListener,
+    pool: &sqlx::AnyPool,
     watch: &std::sync::Weak<CredentialWatch>,
 ) -> bool {
     match watch.upgrade() {
         Some(watch) => watch.hears(true),
         None => return false,
     }
+    let mut hearing = tokio::spawn(hear_changes(listener, watch.clone()));
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    let mut ticks = 0u32;
+    let why = loop {
+        tokio::select! {
+            _ = &mut hearing => break "the connection ended",
+            _ = tick.tick() => {}
+        }
+        let Some(strong) = watch.upgrade() else {
+            hearing.abort();
+            return false;
+        };
+        if strong
+            .suspect
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            break "a change was not heard back";
+        }
+        ticks += 1;
+        if ticks.is_multiple_of(HEARTBEAT_EVERY.as_secs() as u32) && !heartbeat(pool, &strong).await
+        {
+            break "a heartbeat was not heard back";
+        }
+    };
+    hearing.abort();
+    if let Some(watch) = watch.upgrade() {
+        watch.hears(false);
+    }
+    tracing::warn!(
+        why,
+        "lost the notifications of changes to tokens; asking the database"
+    );
+    true
+}
+
+/// Sends a heartbeat through `pool` and waits to hear it on the channel.
+async fn heartbeat(pool: &sqlx::AnyPool, watch: &std::sync::Arc<CredentialWatch>) -> bool {
+    let mark = format!("{HEARTBEAT}{}", super::new_id());
+    let (told, heard) = tokio::sync::oneshot::channel();
+    watch
+        .echoes
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(mark.clone(), told);
+    let echo = Echo {
+        watch: watch.clone(),
+        mark,
+        heard,
+    };
+    let sent = sqlx::query("SELECT pg_notify('practice_credentials', $1)")
+        .bind(&echo.mark)
+        .execute(pool)
+        .await;
+    // Not sent (the database is away): nothing can be heard either.
+    sent.is_ok()
+        && tokio::time::timeout(HEARTBEAT_WAIT, echo.heard_back())
+            .await
+            .is_ok()
+}
+
+/// Counts each notification (but heartbeats) until the connection is lost.
+async fn hear_changes(
+    mut listener: sqlx::postgres::PgListener,
+    watch: std::sync::Weak<CredentialWatch>,
+) {
     loop {
         let next = listener.try_recv().await;
         let Some(watch) = watch.upgrade() else {
-            return false;
+            return;
         };
         match next {
             Ok(Some(notification)) => {
-                watch.changed();
+                let payload = notification.payload();
+                if !payload.starts_with(HEARTBEAT) {
+                    watch.changed();
+                }
                 let echo = watch
                     .echoes
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .remove(notification.payload());
+                    .remove(payload);
                 if let Some(echo) = echo {
                     let _ = echo.send(());
                 }
             }
-            Ok(None) | Err(_) => {
-                watch.hears(false);
-                tracing::warn!("lost the notifications of changes to tokens; asking the database");
-                return true;
-            }
+            Ok(None) | Err(_) => return,
         }
     }
 }
