@@ -72,12 +72,9 @@ pub async fn authenticate(
 ) -> Result<Principal, AuthError> {
     let practice_id = secret::practice_of(secret).ok_or(AuthError::Invalid)?;
     let hash = secret::hash_secret(secret);
-    let unused = TokenCache::default();
-    let (cache, epoch) = match cache {
-        Some(cache) => (cache, store.credentials_epoch()),
-        None => (&unused, None),
-    };
-    let grant = match epoch.and_then(|epoch| cache.get(&hash, epoch)) {
+    // The cache, with the count of changes it is good for, while the store hears of them all.
+    let cache = cache.zip(store.credentials_epoch());
+    let grant = match cache.and_then(|(cache, epoch)| cache.get(&hash, epoch)) {
         Some(grant) => grant,
         None => {
             let grant = store
@@ -85,7 +82,7 @@ pub async fn authenticate(
                 .find_token_by_secret(&hash)
                 .await?
                 .ok_or(AuthError::Invalid)?;
-            if let Some(epoch) = epoch {
+            if let Some((cache, epoch)) = cache {
                 cache.put(hash.clone(), grant.clone(), epoch);
             }
             grant
@@ -135,7 +132,9 @@ pub async fn authenticate(
         .last_used_at
         .is_none_or(|at| now - at >= LAST_USED_PRECISION_MS)
     {
-        cache.used(&hash, now);
+        if let Some((cache, _)) = cache {
+            cache.used(&hash, now);
+        }
         let store = store.clone();
         let (practice_id, token_id) = (practice_id.to_string(), token.id.clone());
         tokio::spawn(async move {

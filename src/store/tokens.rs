@@ -263,6 +263,28 @@ pub(super) struct Echo {
 }
 
 impl Echo {
+    /// Waits from now for the notification whose payload is `mark`.
+    fn expect(watch: &std::sync::Arc<CredentialWatch>, mark: String) -> Echo {
+        let (told, heard) = tokio::sync::oneshot::channel();
+        watch
+            .echoes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(mark.clone(), told);
+        Echo {
+            watch: watch.clone(),
+            mark,
+            heard,
+        }
+    }
+
+    /// The statement that sends the notification.
+    fn notify(&self) -> sqlx::query::Query<'_, sqlx::Any, sqlx::any::AnyArguments> {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(CREDENTIALS_CHANNEL)
+            .bind(&self.mark)
+    }
+
     /// Waits for the notification, at most [`ECHO_WAIT`]. Not heard by then, the watch stops
     /// trusting its notifications (every request asks the database) and listens again.
     pub(super) async fn wait(mut self) {
@@ -332,22 +354,8 @@ impl super::Store {
         if self.engine != super::Engine::Postgres || self.credentials_epoch().is_none() {
             return Ok(None);
         }
-        let mark = super::new_id();
-        let (told, heard) = tokio::sync::oneshot::channel();
-        self.credentials
-            .echoes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(mark.clone(), told);
-        let echo = Echo {
-            watch: self.credentials.clone(),
-            mark,
-            heard,
-        };
-        sqlx::query("SELECT pg_notify('practice_credentials', $1)")
-            .bind(&echo.mark)
-            .execute(&mut **tx)
-            .await?;
+        let echo = Echo::expect(&self.credentials, super::new_id());
+        echo.notify().execute(&mut **tx).await?;
         Ok(Some(echo))
     }
 
@@ -447,22 +455,8 @@ async fn supervise(
 
 /// Sends a heartbeat through `pool` and waits to hear it on the channel.
 async fn heartbeat(pool: &sqlx::AnyPool, watch: &std::sync::Arc<CredentialWatch>) -> bool {
-    let mark = format!("{HEARTBEAT}{}", super::new_id());
-    let (told, heard) = tokio::sync::oneshot::channel();
-    watch
-        .echoes
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(mark.clone(), told);
-    let echo = Echo {
-        watch: watch.clone(),
-        mark,
-        heard,
-    };
-    let sent = sqlx::query("SELECT pg_notify('practice_credentials', $1)")
-        .bind(&echo.mark)
-        .execute(pool)
-        .await;
+    let echo = Echo::expect(watch, format!("{HEARTBEAT}{}", super::new_id()));
+    let sent = echo.notify().execute(pool).await;
     // Not sent (the database is away): nothing can be heard either.
     sent.is_ok()
         && tokio::time::timeout(HEARTBEAT_WAIT, echo.heard_back())
