@@ -15,8 +15,8 @@ use crate::store::audit::{Actor, Author};
 use crate::store::patients::PatientFields;
 use crate::store::practices::Practice;
 use crate::store::tokens::{Token, TokenKind};
-use crate::store::users::{NewUser, User};
-use crate::store::{PracticeStore, Store, StoreError};
+use crate::store::users::{NewUser, Profile, User};
+use crate::store::{PageRequest, PracticeStore, Store, StoreError};
 use crate::text::{self, MAX_LINE_CHARS};
 
 /// Why a command failed, in one line for the operator.
@@ -77,6 +77,11 @@ fn say(refusal: &Refusal) -> String {
             format!("another webhook subscription sends {event_type} to {url}")
         }
         Refusal::DeliveryPending => "the delivery is pending already".into(),
+        Refusal::LastAdmin => "that is the practice's last enabled admin".into(),
+        Refusal::RoleAboveCaller(role) => format!("the role {role} is above the caller's"),
+        Refusal::OwnAccount => "a staff user cannot disable their own account".into(),
+        Refusal::UserDisabled => "the staff user is disabled: enable them first".into(),
+        Refusal::PracticeHasStaff => "the practice has staff already".into(),
         Refusal::TooMany(bound) => format!(
             "the practice is at its bound of {} {}",
             bound.max(),
@@ -151,17 +156,98 @@ pub async fn create_user(store: &Store, practice_id: &str, new: NewStaff<'_>) ->
         .map_err(|e| invalid(e.to_string()))?
         .map_err(invalid)?;
     let user = as_operator(store, practice_id, "user create")
-        .create_user(NewUser {
-            email: &email,
-            password_hash: &hash,
-            title: title.as_deref(),
-            first_name: &first_name,
-            last_name: &last_name,
-            role: role.as_str(),
-            is_doctor: new.is_doctor,
-        })
+        .create_user(
+            NewUser {
+                email: &email,
+                password_hash: Some(&hash),
+                title: title.as_deref(),
+                first_name: &first_name,
+                last_name: &last_name,
+                role: role.as_str(),
+                is_doctor: new.is_doctor,
+                profile: Profile::default(),
+            },
+            None,
+        )
         .await??;
     Ok(user)
+}
+
+/// While the default practice has no staff, the one-time link's token that `serve` prints
+/// to create its first admin; None once it has staff.
+pub async fn first_admin_link(store: &Store) -> AdminResult<Option<String>> {
+    let practice = store.default_practice().await?;
+    match auth::staff::first_admin_link(store.practice(&practice.id)).await {
+        Ok(token) => Ok(token),
+        Err(auth::staff::StaffError::Store(error)) => Err(error.into()),
+        Err(other) => Err(invalid(other.to_string())),
+    }
+}
+
+/// `user list`: every staff user of the practice, disabled ones included.
+pub async fn list_users(store: &Store, practice_id: &str) -> AdminResult<Vec<User>> {
+    let practice = store.practice(practice_id);
+    let mut users = Vec::new();
+    for page in 1.. {
+        let found = practice
+            .list_users(PageRequest {
+                page,
+                page_size: 100,
+            })
+            .await?;
+        users.extend(found.items);
+        if !found.has_more {
+            break;
+        }
+    }
+    Ok(users)
+}
+
+/// The staff user with this email, in the practice.
+async fn user_by_email(store: &Store, practice_id: &str, email: &str) -> AdminResult<User> {
+    store
+        .practice(practice_id)
+        .find_user_by_email(email)
+        .await?
+        .ok_or_else(|| invalid(format!("no staff user with email {}", email.trim())))
+}
+
+/// The operator may give and act on every role.
+fn any_role(_: &str) -> bool {
+    true
+}
+
+/// `user disable EMAIL`: their sessions end at once and signIn refuses them.
+pub async fn disable_user(store: &Store, practice_id: &str, email: &str) -> AdminResult<User> {
+    let user = user_by_email(store, practice_id, email).await?;
+    Ok(as_operator(store, practice_id, "user disable")
+        .disable_user(&user.id, None, &any_role)
+        .await??)
+}
+
+/// `user enable EMAIL`.
+pub async fn enable_user(store: &Store, practice_id: &str, email: &str) -> AdminResult<User> {
+    let user = user_by_email(store, practice_id, email).await?;
+    Ok(as_operator(store, practice_id, "user enable")
+        .enable_user(&user.id, &any_role)
+        .await??)
+}
+
+/// `user reset-password EMAIL`: the old password stops working, the user's sessions end;
+/// returns the one-time set-password token.
+pub async fn reset_password(
+    store: &Store,
+    practice_id: &str,
+    email: &str,
+) -> AdminResult<(User, String)> {
+    let user = user_by_email(store, practice_id, email).await?;
+    let practice = as_operator(store, practice_id, "user reset-password");
+    match auth::staff::reset_password(practice, &user.id, &any_role).await {
+        Ok(done) => Ok((done.user, done.set_password_token)),
+        Err(auth::staff::StaffError::Refused(refusal)) => Err(invalid(say(&refusal))),
+        Err(auth::staff::StaffError::Store(error)) => Err(error.into()),
+        Err(other) => Err(invalid(other.to_string())),
+    }
 }
 
 /// `token create ...`: returns the token and its secret.

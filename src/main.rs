@@ -91,6 +91,34 @@ enum UserCommand {
         #[arg(long)]
         practice: Option<String>,
     },
+    /// Lists the practice's staff users, one per line: id, email, role, name, and
+    /// "disabled" for those who are.
+    List {
+        #[arg(long)]
+        practice: Option<String>,
+    },
+    /// Disables a staff user: their sessions end at once and they can no longer sign in.
+    Disable {
+        /// The user's email.
+        email: String,
+        #[arg(long)]
+        practice: Option<String>,
+    },
+    /// Enables a disabled staff user again.
+    Enable {
+        /// The user's email.
+        email: String,
+        #[arg(long)]
+        practice: Option<String>,
+    },
+    /// Resets a staff user's password: the old one stops working, their sessions end, and a
+    /// one-time set-password token (valid 72 hours) is printed alone on the last line.
+    ResetPassword {
+        /// The user's email.
+        email: String,
+        #[arg(long)]
+        practice: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -274,6 +302,64 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
             println!("{}", user.id);
             Ok(())
         }
+        Command::User(UserCommand::List { practice }) => {
+            let practice = admin::practice(store, practice.as_deref())
+                .await
+                .map_err(fail)?;
+            let users = admin::list_users(store, &practice.id).await.map_err(fail)?;
+            say!(
+                "{} staff users in practice {:?}",
+                users.len(),
+                practice.name
+            );
+            for user in users {
+                let state = if user.is_disabled() { "\tdisabled" } else { "" };
+                println!(
+                    "{}\t{}\t{}\t{}{state}",
+                    user.id,
+                    user.email,
+                    user.role,
+                    user.full_name()
+                );
+            }
+            Ok(())
+        }
+        Command::User(UserCommand::Disable { email, practice }) => {
+            let practice = admin::practice(store, practice.as_deref())
+                .await
+                .map_err(fail)?;
+            let user = admin::disable_user(store, &practice.id, &email)
+                .await
+                .map_err(fail)?;
+            say!("disabled {}: their sessions have ended", user.email);
+            Ok(())
+        }
+        Command::User(UserCommand::Enable { email, practice }) => {
+            let practice = admin::practice(store, practice.as_deref())
+                .await
+                .map_err(fail)?;
+            let user = admin::enable_user(store, &practice.id, &email)
+                .await
+                .map_err(fail)?;
+            say!("enabled {}", user.email);
+            Ok(())
+        }
+        Command::User(UserCommand::ResetPassword { email, practice }) => {
+            let practice = admin::practice(store, practice.as_deref())
+                .await
+                .map_err(fail)?;
+            let (user, token) = admin::reset_password(store, &practice.id, &email)
+                .await
+                .map_err(fail)?;
+            say!(
+                "reset the password of {}: their sessions have ended. They set a new one by \
+                 opening /settings/#/set-password?token=<the token below> on the server, \
+                 within 72 hours",
+                user.email
+            );
+            println!("{token}");
+            Ok(())
+        }
         Command::Token(TokenCommand::Create {
             name,
             permissions,
@@ -420,6 +506,14 @@ async fn serve(store: store::Store, config: ServeConfig) -> Result<(), String> {
         .local_addr()
         .map_err(|e| format!("cannot read the listening address: {e}"))?;
     say!("practice-api listening on http://{address}/graphql");
+    match admin::first_admin_link(&store).await {
+        Ok(Some(token)) => say!(
+            "the practice has no staff yet: open http://{address}/settings/#/setup?token={token} \
+             within 24 hours to create its first admin (the link works once)"
+        ),
+        Ok(None) => {}
+        Err(e) => say!("could not make the first-admin link: {e}"),
+    }
     let state = AppState::new(store, &config);
     http::serve(listener, state, shutdown_signal())
         .await

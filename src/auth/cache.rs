@@ -85,6 +85,7 @@ mod tests {
             },
             user_role: None,
             user_name: None,
+            user_disabled_at: None,
         }
     }
 

@@ -6,6 +6,7 @@ mod operations;
 pub mod password;
 pub mod permissions;
 pub mod secret;
+pub mod staff;
 pub mod throttle;
 
 use std::time::Duration;
@@ -57,6 +58,8 @@ pub enum AuthError {
     Expired,
     #[error("The token in the x-token header has been revoked")]
     Revoked,
+    #[error("The staff account of the token in the x-token header is disabled")]
+    Disabled,
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -97,6 +100,9 @@ pub async fn authenticate(
         return Err(AuthError::Expired);
     }
     let (actor, permissions) = if token.is_user_token() {
+        if grant.user_disabled_at.is_some() {
+            return Err(AuthError::Disabled);
+        }
         // The user's role decides, as it is now: a changed role applies at once.
         let role: Role = grant
             .user_role
@@ -187,6 +193,9 @@ pub enum SignInError {
     /// The email cannot be one: it is refused before anything is looked up or counted.
     #[error("email must have at most {MAX_EMAIL_CHARS} characters")]
     EmailTooLong,
+    /// The password is right, but an admin disabled the account.
+    #[error("This account is disabled: ask an admin of the practice to enable it")]
+    Disabled,
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("sign-in failed: {0}")]
@@ -277,6 +286,9 @@ async fn check_password(
         }
         None => return Err(SignInError::Incorrect),
     };
+    if credentials.user.is_disabled() {
+        return Err(SignInError::Disabled);
+    }
     let expires_at = now_ms().saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX));
     let made = secret::new_secret(&credentials.practice_id);
     let actor = user_actor(&credentials.user);
@@ -297,6 +309,13 @@ async fn check_password(
         })
         .await?
         .map_err(|denied| SignInError::Internal(format!("{denied:?}")))?;
+    let recorded = store
+        .practice(&credentials.practice_id)
+        .signed_in(&credentials.user.id, now_ms())
+        .await;
+    if let Err(error) = recorded {
+        tracing::warn!(%error, "could not record a sign-in's time");
+    }
     Ok(SignedIn {
         secret: made.secret,
         expires_at,

@@ -41,6 +41,8 @@ pub const OPERATIONS: &[(OperationKind, &str, Guard)] = {
         (Query, "users", r(Users, Read)),
         (Query, "currentUser", Token),
         (Query, "currentPractice", Token),
+        // The caller's own; another user's need users:write (checked by the resolver).
+        (Query, "sessions", Token),
         (Query, "apiTokens", Settings),
         (Query, "auditEvents", Settings),
         // Each event is then shown only to who may read its resource.
@@ -50,6 +52,17 @@ pub const OPERATIONS: &[(OperationKind, &str, Guard)] = {
         (Query, "webhookDeliveries", r(Webhooks, Read)),
         (Mutation, "signIn", Public),
         (Mutation, "signOut", Token),
+        (Mutation, "setPassword", Public),
+        (Mutation, "createFirstAdmin", Public),
+        (Mutation, "changePassword", Token),
+        // One's own; anyone's with users:write (checked by the resolver).
+        (Mutation, "revokeSession", Token),
+        (Mutation, "createUser", r(Users, Write)),
+        (Mutation, "updateUser", r(Users, Write)),
+        (Mutation, "disableUser", r(Users, Write)),
+        (Mutation, "enableUser", r(Users, Write)),
+        (Mutation, "resetUserPassword", r(Users, Write)),
+        (Mutation, "updatePractice", Settings),
         (Mutation, "createPatient", r(Patients, Write)),
         (Mutation, "updatePatient", r(Patients, Write)),
         (Mutation, "deletePatient", r(Patients, Write)),

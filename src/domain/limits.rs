@@ -24,3 +24,6 @@ pub const MAX_SEARCH_MATCHES: usize = 2_000;
 /// Shortest search that patients' search index can answer; a shorter one reads every
 /// patient of the practice.
 pub const MIN_INDEXED_SEARCH_CHARS: usize = 3;
+
+/// Most sessions `sessions` lists: a user signs in a few times a day, for 12 hours each.
+pub const MAX_SESSIONS_LISTED: usize = 200;

@@ -21,6 +21,9 @@ pub enum Record {
     User,
     Webhook,
     WebhookDelivery,
+    /// A one-time link that sets a password or makes a first admin.
+    Link,
+    Practice,
 }
 
 impl Record {
@@ -37,6 +40,8 @@ impl Record {
             Record::User => "staff user",
             Record::Webhook => "webhook subscription",
             Record::WebhookDelivery => "webhook delivery",
+            Record::Link => "one-time link",
+            Record::Practice => "practice",
         }
     }
 }
@@ -99,6 +104,16 @@ pub enum Refusal {
     },
     /// The delivery is waiting for its next attempt already.
     DeliveryPending,
+    /// The change would leave the practice without an enabled admin.
+    LastAdmin,
+    /// The caller would grant (or act on) a role whose permissions it does not hold itself.
+    RoleAboveCaller(String),
+    /// A staff user cannot disable their own account.
+    OwnAccount,
+    /// The staff user is disabled: enable them first.
+    UserDisabled,
+    /// The practice has staff already: its first admin is made once.
+    PracticeHasStaff,
 }
 
 /// A bound of [`limits`] that a change would pass.

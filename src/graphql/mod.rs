@@ -19,6 +19,7 @@ mod patients;
 pub mod pipeline;
 mod read_log;
 pub mod scalars;
+mod staff;
 mod tokens;
 mod users;
 pub mod webhooks;
@@ -38,6 +39,7 @@ pub struct Query(
     locations::LocationQueries,
     labels::LabelQueries,
     users::UserQueries,
+    staff::StaffQueries,
     tokens::TokenQueries,
     audit::AuditQueries,
     events::EventQueries,
@@ -48,6 +50,8 @@ pub struct Query(
 #[derive(MergedObject, Default)]
 pub struct Mutation(
     users::SessionMutations,
+    staff::StaffMutations,
+    users::PracticeMutations,
     patients::PatientMutations,
     bookings::BookingMutations,
     locations::LocationMutations,

@@ -3,14 +3,17 @@
 
 use async_graphql::{Context, ErrorExtensions, ID, Object, Result};
 
-use super::access::{authorize, writer};
+use super::access::{authorize, authorize_write, writer};
 use super::error::{OrFail, bad_input, code, coded, internal, store_failed};
-use super::objects::{PageInfo, Practice, SignInPayload, User, UserData, items, unselected};
+use super::objects::{
+    PageInfo, Practice, ResponsePayload, SignInPayload, User, UserData, envelope, items, unselected,
+};
 use super::pagination::Pagination;
 use super::scalars::DateTime;
 use super::{ApiSettings, ClientAddress, store};
 use crate::auth::{self, OperationKind, SignInError};
 use crate::store::tokens::TokenKind;
+use crate::text::{self, MAX_LINE_CHARS};
 
 #[derive(Default)]
 pub struct UserQueries;
@@ -73,10 +76,45 @@ impl UserQueries {
             .await
             .or_fail()?
             .ok_or_else(|| internal("the caller's practice does not exist"))?;
-        Ok(Some(Practice {
-            id: ID(practice.id),
-            name: practice.name,
-        }))
+        Ok(Some(Practice::from(practice)))
+    }
+}
+
+#[derive(Default)]
+pub struct PracticeMutations;
+
+#[Object]
+impl PracticeMutations {
+    /// Renames the caller's practice or sets its time zone; the arguments given change, the
+    /// others are kept. Needs `settings`.
+    async fn update_practice(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The practice's name: 1 to 200 characters.")] name: Option<String>,
+        #[graphql(desc = "An IANA time zone, e.g. \"Europe/London\".")] timezone: Option<String>,
+    ) -> Result<Option<ResponsePayload<Practice>>> {
+        let name = name
+            .map(|n| text::required("name", &n, MAX_LINE_CHARS))
+            .transpose()
+            .map_err(bad_input)?;
+        let timezone = match timezone.as_deref().map(str::trim) {
+            None => None,
+            Some(zone) => Some(
+                zone.parse::<chrono_tz::Tz>()
+                    .map_err(|_| {
+                        bad_input(format!(
+                            "timezone {zone:?} is not an IANA time zone such as \"Europe/London\""
+                        ))
+                    })?
+                    .name()
+                    .to_string(),
+            ),
+        };
+        let changed = authorize_write(ctx)?
+            .update_practice(name.as_deref(), timezone.as_deref())
+            .await
+            .or_fail()?;
+        envelope(ctx, changed, Practice::from)
     }
 }
 
@@ -118,6 +156,14 @@ impl SessionMutations {
                     .extend_with(|_, ext| ext.set("retryAfter", seconds)))
             }
             Err(e @ SignInError::EmailTooLong) => Err(bad_input(e.to_string())),
+            Err(e @ SignInError::Disabled) => {
+                let error = e.to_string();
+                unselected(ctx, code::FORBIDDEN, &error);
+                Ok(Some(SignInPayload {
+                    error: Some(error),
+                    ..Default::default()
+                }))
+            }
             Err(SignInError::Store(e)) => Err(store_failed(e)),
             Err(e @ SignInError::Internal(_)) => Err(internal(e)),
         }

@@ -172,6 +172,12 @@ async fn sweep(store: &Store) {
                 .forget_ended_sessions(ago(Duration::from_secs(24 * 3600)))
                 .await,
         ),
+        (
+            "used or expired one-time links",
+            store
+                .forget_ended_links(ago(Duration::from_secs(24 * 3600)))
+                .await,
+        ),
     ];
     for (what, result) in swept {
         match result {

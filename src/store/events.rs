@@ -138,10 +138,11 @@ fn event_of(write: &AuditEvent<'_>) -> Option<[Option<String>; 6]> {
         ("booking", "create") => "booking.created",
         ("booking", "update") => "booking.updated",
         ("booking", "delete") => "booking.deleted",
-        ("token", "revoke" | "sign_out") => TOKEN_REVOKED,
-        ("user", "update" | "disable" | "enable" | "reset_password" | "change_password") => {
-            USER_CHANGED
-        }
+        ("token", "revoke" | "sign_out" | "revoke_session") => TOKEN_REVOKED,
+        (
+            "user",
+            "update" | "disable" | "enable" | "reset_password" | "change_password" | "set_password",
+        ) => USER_CHANGED,
         _ => return None,
     };
     let (booking, label, token, user) = match write.resource_type {

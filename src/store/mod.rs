@@ -398,16 +398,23 @@ impl<'a> PracticeStore<'a> {
         condition: &str,
         bound: crate::domain::Bound,
     ) -> StoreResult<bool> {
-        sqlx::query("UPDATE practices SET id = id WHERE id = $1")
-            .bind(self.practice_id)
-            .execute(&mut **tx)
-            .await?;
+        self.lock_practice(tx).await?;
         let sql = format!("SELECT COUNT(*) FROM {table} WHERE practice_id = $1 {condition}");
         let (count,): (i64,) = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(self.practice_id)
             .fetch_one(&mut **tx)
             .await?;
         Ok(count >= i64::try_from(bound.max()).unwrap_or(i64::MAX))
+    }
+
+    /// Takes the practice's row in `tx`, so that writers who count the practice's records
+    /// (its admins, its live tokens) count one after the other.
+    async fn lock_practice(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>) -> StoreResult<()> {
+        sqlx::query("UPDATE practices SET id = id WHERE id = $1")
+            .bind(self.practice_id)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
     }
 
     /// The rows of `table` with these ids, by id: one statement for a whole batch (what the

@@ -3,13 +3,16 @@
 use sqlx::FromRow;
 
 use super::audit::{Actor, Author, Event};
-use super::{Store, StoreError, StoreResult, new_id, now_ms};
+use super::{Change, PracticeStore, Store, StoreError, StoreResult, new_id, now_ms};
+use crate::domain::{Record, Refusal};
 
 /// A practice (a clinic): the tenant that owns its patients, labels, staff, tokens and bookings.
 #[derive(Clone, Debug, FromRow)]
 pub struct Practice {
     pub id: String,
     pub name: String,
+    /// The IANA time zone the practice works in, e.g. "Europe/London".
+    pub timezone: String,
 }
 
 impl Store {
@@ -20,6 +23,7 @@ impl Store {
         Ok(Practice {
             id,
             name: name.to_string(),
+            timezone: "UTC".to_string(),
         })
     }
 
@@ -56,7 +60,7 @@ impl Store {
     /// The practice with this id, if there is one.
     pub async fn find_practice(&self, id: &str) -> StoreResult<Option<Practice>> {
         Ok(
-            sqlx::query_as("SELECT id, name FROM practices WHERE id = $1")
+            sqlx::query_as("SELECT id, name, timezone FROM practices WHERE id = $1")
                 .bind(id)
                 .fetch_optional(&self.read)
                 .await?,
@@ -66,9 +70,11 @@ impl Store {
     /// The default practice, made on first use, so that a single clinic never has to name one.
     pub async fn default_practice(&self) -> StoreResult<Practice> {
         let find = || async {
-            sqlx::query_as::<_, Practice>("SELECT id, name FROM practices WHERE is_default = 1")
-                .fetch_optional(&self.write)
-                .await
+            sqlx::query_as::<_, Practice>(
+                "SELECT id, name, timezone FROM practices WHERE is_default = 1",
+            )
+            .fetch_optional(&self.write)
+            .await
         };
         if let Some(practice) = find().await? {
             return Ok(practice);
@@ -81,5 +87,36 @@ impl Store {
                 "default practice vanished after insert".into(),
             ))
         })
+    }
+}
+
+impl PracticeStore<'_> {
+    /// Renames the practice or changes its time zone; the values given are written, the
+    /// others kept.
+    pub async fn update_practice(
+        &self,
+        name: Option<&str>,
+        timezone: Option<&str>,
+    ) -> StoreResult<Change<Practice>> {
+        let mut tx = self.begin_write().await?;
+        let practice: Option<Practice> = sqlx::query_as(
+            "UPDATE practices SET name = COALESCE($2, name), timezone = COALESCE($3, timezone) \
+             WHERE id = $1 RETURNING id, name, timezone",
+        )
+        .bind(self.practice_id())
+        .bind(name)
+        .bind(timezone)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(practice) = practice else {
+            return Ok(Err(Refusal::NotFound(
+                Record::Practice,
+                self.practice_id().into(),
+            )
+            .into()));
+        };
+        self.commit(tx, Event::of("update", "practice", &practice.id))
+            .await?;
+        Ok(Ok(practice))
     }
 }

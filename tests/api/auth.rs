@@ -475,6 +475,16 @@ async fn secrets_are_stored_only_as_hashes(#[case] engine: Engine) {
         .as_str()
         .expect("token")
         .to_string();
+    let created = app
+        .ok(
+            "mutation { createUser(input: { email: \"eve@example.com\", firstName: \"E\", lastName: \"V\", role: \"receptionist\" }) { setPasswordToken } }",
+            json!({}),
+        )
+        .await;
+    let link = created["createUser"]["setPasswordToken"]
+        .as_str()
+        .expect("link")
+        .to_string();
     let text = match engine {
         // Every byte the database wrote, WAL included.
         Engine::Sqlite => {
@@ -491,7 +501,8 @@ async fn secrets_are_stored_only_as_hashes(#[case] engine: Engine) {
                 .await
                 .expect("connect");
             let rows: Vec<(String,)> = sqlx::query_as(
-                "SELECT t::text FROM tokens t UNION ALL SELECT u::text FROM users u",
+                "SELECT t::text FROM tokens t UNION ALL SELECT u::text FROM users u \
+                 UNION ALL SELECT l::text FROM user_links l",
             )
             .fetch_all(&pool)
             .await
@@ -502,7 +513,13 @@ async fn secrets_are_stored_only_as_hashes(#[case] engine: Engine) {
                 .join("\n")
         }
     };
-    for secret in [&app.admin_token, &session, &api, &PASSWORD.to_string()] {
+    for secret in [
+        &app.admin_token,
+        &session,
+        &api,
+        &link,
+        &PASSWORD.to_string(),
+    ] {
         let random_part = secret.rsplit('_').next().expect("part");
         assert!(
             !text.contains(random_part),

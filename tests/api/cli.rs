@@ -854,3 +854,163 @@ async fn json_logs_carry_the_request_id_and_no_secret(#[case] engine: Engine) {
         "no line names {request_id}: {lines:#?}"
     );
 }
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn staff_are_listed_disabled_enabled_and_reset_on_the_command_line(#[case] engine: Engine) {
+    let cli = cli!(engine);
+    for (email, role) in [
+        ("ada@example.com", "admin"),
+        ("rita@example.com", "receptionist"),
+    ] {
+        let made = cli.run_with_stdin(
+            &[
+                "user",
+                "create",
+                "--email",
+                email,
+                "--first-name",
+                "Test",
+                "--last-name",
+                role,
+                "--role",
+                role,
+                "--password-stdin",
+            ],
+            "a long password\n",
+        );
+        assert!(made.status.success(), "{}", stderr(&made));
+    }
+    let listed = stdout(&cli.run(&["user", "list"]));
+    let rita = listed
+        .lines()
+        .find(|l| l.contains("rita@example.com"))
+        .expect("listed");
+    assert!(rita.contains("\treceptionist\tTest receptionist"), "{rita}");
+    assert!(!rita.ends_with("disabled"), "{rita}");
+
+    let disabled = cli.run(&["user", "disable", "RITA@example.com"]);
+    assert!(disabled.status.success(), "{}", stderr(&disabled));
+    let listed = stdout(&cli.run(&["user", "list"]));
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.contains("rita@example.com") && l.ends_with("\tdisabled")),
+        "{listed}"
+    );
+    // The last admin stays.
+    let refused = cli.run(&["user", "disable", "ada@example.com"]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("last enabled admin"),
+        "{}",
+        stderr(&refused)
+    );
+    let unknown = cli.run(&["user", "disable", "nobody@example.com"]);
+    assert!(!unknown.status.success());
+    assert!(stderr(&unknown).contains("no staff user with email nobody@example.com"));
+
+    let enabled = cli.run(&["user", "enable", "rita@example.com"]);
+    assert!(enabled.status.success(), "{}", stderr(&enabled));
+    let listed = stdout(&cli.run(&["user", "list"]));
+    assert!(!listed.contains("disabled"), "{listed}");
+
+    let reset = cli.run(&["user", "reset-password", "rita@example.com"]);
+    assert!(reset.status.success(), "{}", stderr(&reset));
+    let token = last_line(&reset);
+    assert!(token.starts_with("pa_"), "{token}");
+    assert!(
+        !stderr(&reset).contains(&token),
+        "the token is printed once, on stdout"
+    );
+
+    // The token sets a new password through the API of a running server.
+    let (mut server, url) = start_server(&cli);
+    let client = reqwest::Client::new();
+    let body: serde_json::Value = client
+        .post(&url)
+        .json(&serde_json::json!({
+            "query": "mutation($t: String!) { setPassword(setPasswordToken: $t, password: \"the new password\") { token error } }",
+            "variables": { "t": token },
+        }))
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("json");
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(body["data"]["setPassword"]["token"].is_string(), "{body}");
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn serve_prints_a_first_admin_link_while_the_practice_has_no_staff(#[case] engine: Engine) {
+    use std::io::{BufRead, BufReader};
+    let cli = cli!(engine);
+    let mut child = cli
+        .command(&["serve", "--listen", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn server");
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let mut seen = Vec::new();
+    let link = loop {
+        let line = lines.next().expect("server exited").expect("read");
+        if let Some(at) = line.find("http://") {
+            let url = line[at..]
+                .split_whitespace()
+                .next()
+                .unwrap_or("")
+                .to_string();
+            if url.contains("/settings/#/setup?token=") {
+                break url;
+            }
+        }
+        seen.push(line);
+        assert!(seen.len() < 10, "no first-admin link in {seen:#?}");
+    };
+    std::thread::spawn(move || for _ in lines {});
+    let (base, token) = link.split_once("/settings/#/setup?token=").expect("link");
+    let client = reqwest::Client::new();
+    let body: serde_json::Value = client
+        .post(format!("{base}/graphql"))
+        .json(&serde_json::json!({
+            "query": "mutation($t: String!) { createFirstAdmin(setupToken: $t, email: \"ada@example.com\", firstName: \"Ada\", lastName: \"Lovelace\", password: \"a long password\") { token user { role } error } }",
+            "variables": { "t": token },
+        }))
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("json");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(
+        body["data"]["createFirstAdmin"]["user"]["role"], "admin",
+        "{body}"
+    );
+
+    // With staff, the next start prints no link.
+    let mut child = cli
+        .command(&["serve", "--listen", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn server");
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let listening = lines.next().expect("a line").expect("read");
+    assert!(listening.contains("listening"), "{listening}");
+    let _ = child.kill();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let _ = child.wait();
+    assert!(
+        !rest.iter().any(|l| l.contains("/settings/#/setup")),
+        "{rest:#?}"
+    );
+}

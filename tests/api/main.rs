@@ -17,4 +17,5 @@ mod patients;
 mod practices;
 mod realtime;
 mod spec_examples;
+mod staff;
 mod webhooks;

@@ -1524,6 +1524,61 @@ async fn signing_out_closes_the_sessions_subscription_with_4403(#[case] engine: 
 #[case::sqlite(Engine::Sqlite)]
 #[case::postgres(Engine::Postgres)]
 #[tokio::test]
+async fn disabling_a_user_or_changing_their_password_closes_their_subscriptions(
+    #[case] engine: Engine,
+) {
+    let app = spawn!(engine);
+    let email = app.user("practitioner", "pat@example.com").await;
+    let first = app.sign_in(&email, PASSWORD).await;
+    let second = app.sign_in(&email, PASSWORD).await;
+    app.patient("Seed", "Zero").await;
+    let start = settled(&app, &app.admin_token, None, 1).await;
+    let mut one = Ws::connect(&app, &first).await;
+    one.follow("s", json!({ "after": id_of(&start[0]) })).await;
+    let mut two = Ws::connect(&app, &second).await;
+    two.follow("s", json!({ "after": id_of(&start[0]) })).await;
+    let ann = app.patient("Ann", "Lee").await;
+    assert_eq!(what(&one.event().await), created(&ann));
+    assert_eq!(what(&two.event().await), created(&ann));
+
+    // A changed password ends the other session's subscription; this one's goes on.
+    let changed = app
+        .gql(
+            Some(&first),
+            "mutation { changePassword(currentPassword: \"correct horse battery\", newPassword: \"a brand new one\") { error } }",
+            json!({}),
+        )
+        .await;
+    assert!(
+        changed["data"]["changePassword"]["error"].is_null(),
+        "{changed}"
+    );
+    let bob = app.patient("Bob", "Ray").await;
+    two.cut_off().await;
+    assert_eq!(what(&one.event().await), created(&bob));
+
+    // Disabled: every subscription of theirs ends.
+    let id = app
+        .gql(Some(&first), "{ currentUser { id } }", json!({}))
+        .await["data"]["currentUser"]["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let disabled = app
+        .ok(
+            "mutation($id: ID!) { disableUser(id: $id) { error } }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert!(disabled["disableUser"]["error"].is_null(), "{disabled}");
+    app.patient("Cy", "Ray").await;
+    one.cut_off().await;
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
 async fn an_expiring_token_closes_its_subscription_with_4403(#[case] engine: Engine) {
     let app = spawn!(engine);
     let expires = chrono::Utc::now() + chrono::Duration::seconds(2);

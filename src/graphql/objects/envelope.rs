@@ -5,7 +5,7 @@
 use async_graphql::{Context, Error, OutputType, Result, SimpleObject};
 use chrono::{TimeZone, Utc};
 
-use super::{Appointment, Booking, Label, Location, Patient};
+use super::{Appointment, Booking, Label, Location, Patient, Practice};
 use crate::auth::{Access, Resource};
 use crate::domain::{Bound, Change, Denied, Invalid, PatientState, Record, Refusal};
 use crate::graphql::error::{bad_input, code, coded};
@@ -17,6 +17,7 @@ use crate::graphql::error::{bad_input, code, coded};
 #[graphql(concrete(name = "BookingResponsePayload", params(Booking)))]
 #[graphql(concrete(name = "LocationResponsePayload", params(Location)))]
 #[graphql(concrete(name = "AppointmentResponsePayload", params(Appointment)))]
+#[graphql(concrete(name = "PracticeResponsePayload", params(Practice)))]
 pub struct ResponsePayload<T: OutputType> {
     /// The record affected; null when the mutation was refused.
     pub data: Option<T>,
@@ -154,6 +155,19 @@ fn sentence(refusal: &Refusal) -> String {
             format!("Another webhook subscription already sends {event_type} to {url}")
         }
         Refusal::DeliveryPending => "This delivery is waiting for its next attempt already".into(),
+        Refusal::LastAdmin => {
+            "This is the practice's last admin: make another admin before disabling or \
+             demoting this one"
+                .into()
+        }
+        Refusal::RoleAboveCaller(role) => {
+            format!("You cannot give or change the role {role}: it can do more than you can")
+        }
+        Refusal::OwnAccount => "You cannot disable your own account".into(),
+        Refusal::UserDisabled => "This staff user is disabled: enable them first".into(),
+        Refusal::PracticeHasStaff => {
+            "This practice has staff already: sign in, or ask an admin for an account".into()
+        }
         Refusal::TooMany(bound) => {
             let max = bound.max();
             match bound {

@@ -27,7 +27,7 @@ pub use page::{PageInfo, items};
 pub use patient::{PatientData, PatientLabel, Phone};
 pub use practice::Practice;
 pub use token::ApiTokenPayload;
-pub use user::{SignInPayload, UserData};
+pub use user::{Session, SignInPayload, UserData, UserResponsePayload};
 pub use webhook::{
     CreateWebhookPayload, DeleteWebhookPayload, UpdateWebhookPayload, WebhookDelivery,
     WebhookDeliveryData, WebhookDeliveryPayload, WebhookSubscription, WebhookSubscriptionData,

@@ -9,4 +9,17 @@ pub struct Practice {
     pub id: ID,
     /// The practice's name.
     pub name: String,
+    /// The IANA time zone the practice works in, e.g. "Europe/London"; "UTC" until set. Times
+    /// in the API stay instants with an offset whatever it is.
+    pub timezone: String,
+}
+
+impl From<crate::store::practices::Practice> for Practice {
+    fn from(practice: crate::store::practices::Practice) -> Self {
+        Practice {
+            id: ID(practice.id),
+            name: practice.name,
+            timezone: practice.timezone,
+        }
+    }
 }

@@ -18,7 +18,7 @@ use async_graphql::{Name, Positioned, Value as ConstValue, Variables};
 
 use crate::domain::limits::{
     MAX_API_TOKENS, MAX_APPOINTMENT_TYPES, MAX_LABELS_PER_PATIENT, MAX_LOCATIONS,
-    MAX_PATIENT_BOOKINGS, MAX_SEARCH_MATCHES, MIN_INDEXED_SEARCH_CHARS,
+    MAX_PATIENT_BOOKINGS, MAX_SEARCH_MATCHES, MAX_SESSIONS_LISTED, MIN_INDEXED_SEARCH_CHARS,
 };
 use crate::graphql::events::DEFAULT_FEED_LIMIT;
 use crate::graphql::pagination::DEFAULT_PAGE_SIZE;
@@ -136,6 +136,7 @@ const WEIGHTS: &[(&str, &str, Weight)] = &[
         Weight::AtMost(MAX_APPOINTMENT_TYPES),
     ),
     ("Query", "apiTokens", Weight::AtMost(MAX_API_TOKENS)),
+    ("Query", "sessions", Weight::AtMost(MAX_SESSIONS_LISTED)),
     ("Patient", "labels", Weight::AtMost(MAX_LABELS_PER_PATIENT)),
     // One phone is kept today.
     ("Patient", "phones", Weight::AtMost(1)),

@@ -137,14 +137,14 @@ impl Pipeline {
         prepare::prepare(params, &self.documents, &self.limits, &self.shapes)
     }
 
-    /// Finds the caller behind `token`. Every operation but signIn needs one, introspection
-    /// included; signIn is run without.
+    /// Finds the caller behind `token`. Every operation but signIn, setPassword and
+    /// createFirstAdmin needs one, introspection included; those are run without.
     pub async fn authenticate(
         &self,
         prepared: &Prepared,
         token: Option<&str>,
     ) -> Result<Option<Principal>, Rejection> {
-        if prepared.operation.sign_in_only {
+        if prepared.operation.public_only {
             return Ok(None);
         }
         self.authenticate_token(token).await.map(Some)

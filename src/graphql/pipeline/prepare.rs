@@ -17,7 +17,7 @@ use super::documents::Documents;
 use super::limits::{self, Exceeded, Limits, Measure, Shapes};
 use super::params::Params;
 use super::rejection::{Rejection, Stop};
-use crate::auth::OperationKind;
+use crate::auth::{Guard, OperationKind, guard_of};
 use crate::graphql::error::code;
 
 /// A request ready to run: its document parsed, its operation chosen and measured.
@@ -41,10 +41,11 @@ pub struct Operation {
     /// Its name, when it has one.
     pub name: Option<String>,
     pub kind: OperationKind,
-    /// True when every root field is signIn: the one operation that takes no token.
-    pub sign_in_only: bool,
-    /// How many signIn fields the operation holds, through fragments too.
-    pub sign_ins: usize,
+    /// True when every root field takes no token (signIn, setPassword, createFirstAdmin:
+    /// `Guard::Public`).
+    pub public_only: bool,
+    /// How many such fields the operation holds, through fragments too.
+    pub public_fields: usize,
     /// The root fields, by response key (an alias, or the field's name), through fragments.
     pub roots: HashMap<String, String>,
 }
@@ -126,9 +127,11 @@ pub fn prepare(
     })?;
     let chosen = chosen.cloned();
     let operation = Operation::of(name, definition, &document);
-    if operation.sign_ins > 1 {
-        // Aliases must not multiply password guesses.
-        return Err(Rejection::bad_input("send one signIn per request"));
+    if operation.public_fields > 1 {
+        // Aliases must not multiply password (or link) guesses.
+        return Err(Rejection::bad_input(
+            "send one signIn, setPassword or createFirstAdmin per request",
+        ));
     }
     let variables =
         async_graphql::Variables::from_json(Value::Object(params.variables.unwrap_or_default()));
@@ -213,18 +216,18 @@ impl Operation {
             OperationType::Subscription => OperationKind::Subscription,
         };
         let selection = &definition.node.selection_set.node;
-        let sign_in_only = kind == OperationKind::Mutation
-            && !selection.items.is_empty()
+        let is_public = |name: &str| guard_of(kind, name) == Some(Guard::Public);
+        let public_only = !selection.items.is_empty()
             && selection.items.iter().all(|item| match &item.node {
-                Selection::Field(field) => field.node.name.node == "signIn",
+                Selection::Field(field) => is_public(&field.node.name.node),
                 // Fragments could hide other fields: they need a token.
                 _ => false,
             });
-        let mut sign_ins = 0;
+        let mut public_fields = 0;
         let mut roots = HashMap::new();
         for_each_root_field(selection, document, &mut |field| {
             let field_name = field.name.node.as_str();
-            sign_ins += usize::from(kind == OperationKind::Mutation && field_name == "signIn");
+            public_fields += usize::from(is_public(field_name));
             roots.insert(
                 field.response_key().node.to_string(),
                 field_name.to_string(),
@@ -233,8 +236,8 @@ impl Operation {
         Operation {
             name,
             kind,
-            sign_in_only,
-            sign_ins,
+            public_only,
+            public_fields,
             roots,
         }
     }
@@ -301,7 +304,7 @@ mod tests {
             None,
         );
         assert_eq!(
-            (op.kind, op.sign_in_only, op.sign_ins),
+            (op.kind, op.public_only, op.public_fields),
             (OperationKind::Mutation, true, 1)
         );
         let aliased = prepared(
@@ -311,15 +314,29 @@ mod tests {
             None,
         )
         .expect_err("three signIns");
-        assert_eq!(aliased.message, "send one signIn per request");
+        assert_eq!(
+            aliased.message,
+            "send one signIn, setPassword or createFirstAdmin per request"
+        );
         let mixed = operation(
             "mutation { signIn(email: \"a\", password: \"b\") { token } signOut }",
             None,
         );
-        assert!(!mixed.sign_in_only);
-        assert!(!operation("query { signIn }", None).sign_in_only);
+        assert!(!mixed.public_only);
+        assert!(!operation("query { signIn }", None).public_only);
         let fragment = operation("mutation { ...F } fragment F on Mutation { signOut }", None);
-        assert!(!fragment.sign_in_only);
+        assert!(!fragment.public_only);
+        let link = operation(
+            "mutation { setPassword(setPasswordToken: \"t\", password: \"p\") { token } }",
+            None,
+        );
+        assert!(link.public_only);
+        prepared(
+            "mutation { setPassword(setPasswordToken: \"t\", password: \"p\") { token } \
+             signIn(email: \"a\", password: \"b\") { token } }",
+            None,
+        )
+        .expect_err("two public fields");
     }
 
     #[test]

@@ -1,0 +1,892 @@
+//! Staff and sessions: creating, changing, disabling and enabling staff users, passwords set
+//! through one-time links, one's own password, sessions, the first admin, and the practice's
+//! name and time zone; with each refusal.
+
+use serde_json::{Value, json};
+
+use rstest::rstest;
+
+use crate::helpers::{Engine, PASSWORD, TestApp, error_code, error_message};
+use crate::spawn;
+
+const USER_FIELDS: &str = "id email firstName lastName role deleted lastSignInAt title gender \
+                           qualifications registration medicalSpecialties positionTitle \
+                           minimumTreatmentAge isDoctor";
+
+const NEW_PASSWORD: &str = "a brand new password";
+
+/// `createUser` with `token`; returns the whole body.
+async fn create_user(app: &TestApp, token: &str, input: Value) -> Value {
+    app.gql(
+        Some(token),
+        &format!(
+            "mutation($i: CreateUserInput!) {{ createUser(input: $i) {{ data {{ {USER_FIELDS} }} \
+             error setPasswordToken }} }}"
+        ),
+        json!({ "i": input }),
+    )
+    .await
+}
+
+fn staff(email: &str, role: &str) -> Value {
+    json!({ "email": email, "firstName": "Grace", "lastName": "Hopper", "role": role })
+}
+
+/// Creates a staff user with the admin token; returns (id, set-password token).
+async fn new_user(app: &TestApp, email: &str, role: &str) -> (String, String) {
+    let body = create_user(app, &app.admin_token, staff(email, role)).await;
+    let made = &body["data"]["createUser"];
+    assert!(made["error"].is_null(), "{body}");
+    (
+        made["data"]["id"].as_str().expect("id").to_string(),
+        made["setPasswordToken"]
+            .as_str()
+            .expect("setPasswordToken")
+            .to_string(),
+    )
+}
+
+/// `setPassword` without x-token; returns the whole body.
+async fn set_password(app: &TestApp, link: &str, password: &str) -> Value {
+    app.gql(
+        None,
+        "mutation($t: String!, $p: String!) { setPassword(setPasswordToken: $t, password: $p) \
+         { token expiresAt user { id email } error } }",
+        json!({ "t": link, "p": password }),
+    )
+    .await
+}
+
+/// A staff user with a password, signed in; returns (id, session token).
+async fn signed_in_user(app: &TestApp, email: &str, role: &str) -> (String, String) {
+    let (id, link) = new_user(app, email, role).await;
+    let body = set_password(app, &link, PASSWORD).await;
+    assert!(body["data"]["setPassword"]["error"].is_null(), "{body}");
+    (id, app.sign_in(email, PASSWORD).await)
+}
+
+/// Runs a mutation on a user by id (`disableUser`, `enableUser`, `resetUserPassword`) with
+/// `token`; returns the payload.
+async fn on_user(app: &TestApp, token: &str, mutation: &str, id: &str) -> Value {
+    let body = app
+        .gql(
+            Some(token),
+            &format!(
+                "mutation($id: ID!) {{ {mutation}(id: $id) {{ data {{ id deleted }} error \
+                 setPasswordToken }} }}"
+            ),
+            json!({ "id": id }),
+        )
+        .await;
+    assert!(body.get("errors").is_none(), "{body}");
+    body["data"][mutation].clone()
+}
+
+async fn update_user(app: &TestApp, token: &str, id: &str, input: Value) -> Value {
+    app.gql(
+        Some(token),
+        &format!(
+            "mutation($id: ID!, $i: UpdateUserInput!) {{ updateUser(id: $id, input: $i) \
+             {{ data {{ {USER_FIELDS} }} error }} }}"
+        ),
+        json!({ "id": id, "i": input }),
+    )
+    .await
+}
+
+const ME: &str = "{ currentUser { id email } }";
+
+/// Asserts that `token` is refused as a credential, and says `says`.
+async fn assert_refused(app: &TestApp, token: &str, says: &str) {
+    let body = app.gql(Some(token), ME, json!({})).await;
+    assert_eq!(error_code(&body), "UNAUTHENTICATED", "{body}");
+    assert!(error_message(&body).contains(says), "{body}");
+}
+
+async fn assert_accepted(app: &TestApp, token: &str) {
+    let body = app.gql(Some(token), ME, json!({})).await;
+    assert!(body.get("errors").is_none(), "{body}");
+}
+
+/// signIn's answer for these credentials.
+async fn sign_in(app: &TestApp, email: &str, password: &str) -> Value {
+    app.gql(
+        None,
+        "mutation($e: String!, $p: String!) { signIn(email: $e, password: $p) { token error } }",
+        json!({ "e": email, "p": password }),
+    )
+    .await
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_new_user_sets_a_password_with_the_link_and_signs_in(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let input = json!({
+        "email": "  Grace@Example.COM ", "firstName": "Grace", "lastName": "Hopper",
+        "role": "practitioner", "title": "Dr", "isDoctor": true, "gender": "female",
+        "qualifications": "PhD", "registration": "GMC 123", "medicalSpecialties": ["Computing"],
+        "positionTitle": "Rear admiral", "minimumTreatmentAge": 16
+    });
+    let body = create_user(&app, &app.admin_token, input).await;
+    let made = &body["data"]["createUser"];
+    assert!(made["error"].is_null(), "{body}");
+    let user = &made["data"];
+    assert_eq!(user["email"], "grace@example.com");
+    assert_eq!(user["deleted"], false);
+    assert_eq!(user["lastSignInAt"], Value::Null);
+    assert_eq!(user["medicalSpecialties"], json!(["Computing"]));
+    assert_eq!(user["minimumTreatmentAge"], 16);
+    assert_eq!(user["isDoctor"], true);
+    let link = made["setPasswordToken"].as_str().expect("link").to_string();
+    assert!(
+        link.starts_with(&format!("pa_{}_", app.practice_id)),
+        "{link}"
+    );
+
+    // No password yet: signIn refuses any.
+    let refused = sign_in(&app, "grace@example.com", "").await;
+    assert!(refused["data"]["signIn"]["token"].is_null(), "{refused}");
+
+    // A short password is the caller's to fix, and leaves the link usable.
+    let short = set_password(&app, &link, "short").await;
+    assert_eq!(error_code(&short), "BAD_USER_INPUT", "{short}");
+
+    let body = set_password(&app, &link, PASSWORD).await;
+    let session = &body["data"]["setPassword"];
+    assert!(session["error"].is_null(), "{body}");
+    assert_eq!(session["user"]["email"], "grace@example.com");
+    let token = session["token"].as_str().expect("token");
+    let me = app.gql(Some(token), ME, json!({})).await;
+    assert_eq!(
+        me["data"]["currentUser"]["email"], "grace@example.com",
+        "{me}"
+    );
+
+    // The link works once.
+    let again = set_password(&app, &link, "another password").await;
+    assert_eq!(
+        error_code(&again),
+        "",
+        "the payload's error was selected: {again}"
+    );
+    let error = again["data"]["setPassword"]["error"]
+        .as_str()
+        .expect("error");
+    assert!(error.contains("not valid"), "{error}");
+    // Unselected, the sentence comes as an error with a code.
+    let unselected = app
+        .gql(
+            None,
+            "mutation($t: String!) { setPassword(setPasswordToken: $t, password: \"whatever pw\") { token } }",
+            json!({ "t": link }),
+        )
+        .await;
+    assert_eq!(error_code(&unselected), "UNAUTHENTICATED", "{unselected}");
+    for bad in [
+        "",
+        "nonsense",
+        &format!("pa_{}_{}", app.practice_id, "0".repeat(64)),
+    ] {
+        let body = set_password(&app, bad, PASSWORD).await;
+        assert!(
+            body["data"]["setPassword"]["error"].is_string(),
+            "{bad}: {body}"
+        );
+    }
+
+    // The password signs in, and the sign-in is recorded.
+    let signed = app.sign_in("grace@example.com", PASSWORD).await;
+    assert_accepted(&app, &signed).await;
+    let listed = app
+        .ok(
+            "{ users { data { email deleted lastSignInAt } } }",
+            json!({}),
+        )
+        .await;
+    let grace = listed["users"]["data"]
+        .as_array()
+        .expect("users")
+        .iter()
+        .find(|u| u["email"] == "grace@example.com")
+        .expect("listed")
+        .clone();
+    assert!(grace["lastSignInAt"].is_string(), "{grace}");
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn disabling_a_user_ends_their_sessions_and_sign_in(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let (id, session) = signed_in_user(&app, "rita@example.com", "receptionist").await;
+    assert_accepted(&app, &session).await;
+
+    let disabled = on_user(&app, &app.admin_token, "disableUser", &id).await;
+    assert_eq!(disabled["data"]["deleted"], true, "{disabled}");
+    assert_refused(&app, &session, "revoked").await;
+
+    let body = sign_in(&app, "rita@example.com", PASSWORD).await;
+    assert!(body["data"]["signIn"]["token"].is_null(), "{body}");
+    let error = body["data"]["signIn"]["error"].as_str().expect("error");
+    assert!(error.contains("disabled"), "{error}");
+    // A wrong password still gets the one sentence for every failure.
+    let body = sign_in(&app, "rita@example.com", "wrong password").await;
+    assert_eq!(
+        body["data"]["signIn"]["error"],
+        "The email or password is incorrect"
+    );
+    let unselected = app
+        .gql(
+            None,
+            "mutation { signIn(email: \"rita@example.com\", password: \"correct horse battery\") { token } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(error_code(&unselected), "FORBIDDEN", "{unselected}");
+
+    // Disabling twice is no error; enabling lets them sign in again, the old session stays
+    // ended.
+    let twice = on_user(&app, &app.admin_token, "disableUser", &id).await;
+    assert!(twice["error"].is_null(), "{twice}");
+    let enabled = on_user(&app, &app.admin_token, "enableUser", &id).await;
+    assert_eq!(enabled["data"]["deleted"], false, "{enabled}");
+    assert_refused(&app, &session, "revoked").await;
+    let again = app.sign_in("rita@example.com", PASSWORD).await;
+    assert_accepted(&app, &again).await;
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_disabled_user_is_refused_at_once_by_every_instance(#[case] engine: Engine) {
+    let one = spawn!(engine);
+    let two = one.another_instance().await;
+    let (id, session) = signed_in_user(&one, "sam@example.com", "practitioner").await;
+    assert_accepted(&two, &session).await;
+    assert_accepted(&two, &session).await;
+    on_user(&one, &one.admin_token, "disableUser", &id).await;
+    refused_within_100_ms(&two, &session).await;
+
+    // A role changed through one applies on the other at the next request.
+    let (other, theirs) = signed_in_user(&one, "kim@example.com", "practitioner").await;
+    let patients = "{ patients { data { id } } }";
+    let body = two.gql(Some(&theirs), patients, json!({})).await;
+    assert!(body.get("errors").is_none(), "{body}");
+    let changed = update_user(
+        &one,
+        &one.admin_token,
+        &other,
+        json!({ "role": "receptionist" }),
+    )
+    .await;
+    assert_eq!(
+        changed["data"]["updateUser"]["data"]["role"],
+        "receptionist"
+    );
+    let body = two
+        .gql(
+            Some(&theirs),
+            "mutation { createPatient(patientData: { first: \"A\", last: \"B\" }) { error } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(error_code(&body), "FORBIDDEN", "{body}");
+}
+
+/// Asserts that `app` refuses `token` within 100 ms: see `instances::refused_at_once` for
+/// why an instance other than the one that made the change may take a few milliseconds.
+async fn refused_within_100_ms(app: &TestApp, token: &str) {
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(100);
+    loop {
+        let body = app.gql(Some(token), ME, json!({})).await;
+        if error_code(&body) == "UNAUTHENTICATED" {
+            return;
+        }
+        assert!(std::time::Instant::now() < until, "still accepted: {body}");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_reset_ends_the_password_and_every_session(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let (id, first_link) = new_user(&app, "ada@example.com", "admin").await;
+    set_password(&app, &first_link, PASSWORD).await;
+    let one = app.sign_in("ada@example.com", PASSWORD).await;
+    let two = app.sign_in("ada@example.com", PASSWORD).await;
+
+    let reset = on_user(&app, &app.admin_token, "resetUserPassword", &id).await;
+    assert!(reset["error"].is_null(), "{reset}");
+    let link = reset["setPasswordToken"]
+        .as_str()
+        .expect("link")
+        .to_string();
+    assert_ne!(link, first_link);
+    assert_refused(&app, &one, "revoked").await;
+    assert_refused(&app, &two, "revoked").await;
+    let old = sign_in(&app, "ada@example.com", PASSWORD).await;
+    assert!(old["data"]["signIn"]["token"].is_null(), "{old}");
+
+    // A second reset replaces the first link.
+    let again = on_user(&app, &app.admin_token, "resetUserPassword", &id).await;
+    let newest = again["setPasswordToken"]
+        .as_str()
+        .expect("link")
+        .to_string();
+    let stale = set_password(&app, &link, NEW_PASSWORD).await;
+    assert!(stale["data"]["setPassword"]["error"].is_string(), "{stale}");
+    let body = set_password(&app, &newest, NEW_PASSWORD).await;
+    assert!(body["data"]["setPassword"]["token"].is_string(), "{body}");
+    app.sign_in("ada@example.com", NEW_PASSWORD).await;
+
+    // A disabled user's link is refused: enable them first.
+    let (rid, _) = signed_in_user(&app, "rae@example.com", "receptionist").await;
+    let reset = on_user(&app, &app.admin_token, "resetUserPassword", &rid).await;
+    let rlink = reset["setPasswordToken"]
+        .as_str()
+        .expect("link")
+        .to_string();
+    on_user(&app, &app.admin_token, "disableUser", &rid).await;
+    let body = set_password(&app, &rlink, NEW_PASSWORD).await;
+    assert!(body["data"]["setPassword"]["error"].is_string(), "{body}");
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn changing_ones_password_ends_the_other_sessions(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let (_, here) = signed_in_user(&app, "lin@example.com", "practitioner").await;
+    let elsewhere = app.sign_in("lin@example.com", PASSWORD).await;
+    let change = "mutation($c: String!, $n: String!) { changePassword(currentPassword: $c, \
+                  newPassword: $n) { token expiresAt user { email } error } }";
+
+    let wrong = app
+        .gql(
+            Some(&here),
+            change,
+            json!({ "c": "not it at all", "n": NEW_PASSWORD }),
+        )
+        .await;
+    assert_eq!(
+        wrong["data"]["changePassword"]["error"], "The current password is incorrect",
+        "{wrong}"
+    );
+    assert_accepted(&app, &elsewhere).await;
+    let short = app
+        .gql(Some(&here), change, json!({ "c": PASSWORD, "n": "short" }))
+        .await;
+    assert_eq!(error_code(&short), "BAD_USER_INPUT", "{short}");
+
+    let body = app
+        .gql(
+            Some(&here),
+            change,
+            json!({ "c": PASSWORD, "n": NEW_PASSWORD }),
+        )
+        .await;
+    let changed = &body["data"]["changePassword"];
+    assert!(changed["error"].is_null(), "{body}");
+    assert!(changed["token"].is_null(), "this session goes on: {body}");
+    assert!(changed["expiresAt"].is_string(), "{body}");
+    assert_accepted(&app, &here).await;
+    assert_refused(&app, &elsewhere, "revoked").await;
+    let old = sign_in(&app, "lin@example.com", PASSWORD).await;
+    assert!(old["data"]["signIn"]["token"].is_null(), "{old}");
+    app.sign_in("lin@example.com", NEW_PASSWORD).await;
+
+    let api = app
+        .gql(
+            Some(&app.admin_token),
+            change,
+            json!({ "c": PASSWORD, "n": NEW_PASSWORD }),
+        )
+        .await;
+    assert_eq!(error_code(&api), "BAD_USER_INPUT", "{api}");
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn sessions_are_listed_and_ended(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let (lin, here) = signed_in_user(&app, "lin@example.com", "practitioner").await;
+    let there = app.sign_in("lin@example.com", PASSWORD).await;
+    assert_accepted(&app, &there).await;
+    let (_, boss) = signed_in_user(&app, "boss@example.com", "admin").await;
+    let sessions = "query($u: ID) { sessions(userId: $u) { id userId createdAt lastUsedAt \
+                    expiresAt current } }";
+
+    let mine = app.gql(Some(&here), sessions, json!({})).await;
+    let list = mine["data"]["sessions"]
+        .as_array()
+        .expect("sessions")
+        .clone();
+    // signed_in_user's setPassword opened one more.
+    assert_eq!(list.len(), 3, "{mine}");
+    assert!(list.iter().all(|s| s["userId"] == lin.as_str()), "{mine}");
+    assert_eq!(list.iter().filter(|s| s["current"] == true).count(), 1);
+    let other = list
+        .iter()
+        .find(|s| s["current"] == false)
+        .expect("another")["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+
+    // Another user's sessions need users:write.
+    let theirs = app
+        .gql(Some(&here), sessions, json!({ "u": "someone-else" }))
+        .await;
+    assert_eq!(error_code(&theirs), "FORBIDDEN", "{theirs}");
+    let admin_view = app.gql(Some(&boss), sessions, json!({ "u": lin })).await;
+    assert_eq!(
+        admin_view["data"]["sessions"]
+            .as_array()
+            .expect("list")
+            .len(),
+        3,
+        "{admin_view}"
+    );
+    let api = app.gql(Some(&app.admin_token), sessions, json!({})).await;
+    assert!(
+        api["data"]["sessions"]
+            .as_array()
+            .expect("every session")
+            .len()
+            >= 4,
+        "{api}"
+    );
+
+    // One's own session: ended.
+    let revoke = "mutation($id: ID!) { revokeSession(id: $id) }";
+    let ended = app.gql(Some(&here), revoke, json!({ "id": other })).await;
+    assert_eq!(ended["data"]["revokeSession"], true, "{ended}");
+    let mine = app.gql(Some(&here), sessions, json!({})).await;
+    let ids = mine["data"]["sessions"].to_string();
+    assert!(
+        !ids.contains(&other),
+        "an ended session is not listed: {ids}"
+    );
+    // Someone else's, without users:write: no such session for this caller.
+    let boss_sessions = app.gql(Some(&boss), sessions, json!({})).await;
+    let boss_session = boss_sessions["data"]["sessions"][0]["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let refused = app
+        .gql(Some(&here), revoke, json!({ "id": boss_session }))
+        .await;
+    assert_eq!(refused["data"]["revokeSession"], false, "{refused}");
+    assert_accepted(&app, &boss).await;
+    // An admin ends anyone's.
+    let current = current_session(&app, &here).await;
+    let body = app.gql(Some(&boss), revoke, json!({ "id": current })).await;
+    assert_eq!(body["data"]["revokeSession"], true, "{body}");
+    assert_refused(&app, &here, "revoked").await;
+}
+
+/// The id of the session `token` is.
+async fn current_session(app: &TestApp, token: &str) -> String {
+    let body = app
+        .gql(Some(token), "{ sessions { id current } }", json!({}))
+        .await;
+    body["data"]["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .find(|s| s["current"] == true)
+        .expect("current")["id"]
+        .as_str()
+        .expect("id")
+        .to_string()
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn nobody_grants_a_role_above_their_own(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let (admin_id, _) = signed_in_user(&app, "ada@example.com", "admin").await;
+    // users:write alone covers no role.
+    let hr = app.token(&["users:write"]).await;
+    let body = create_user(&app, &hr, staff("r@example.com", "receptionist")).await;
+    let error = body["data"]["createUser"]["error"]
+        .as_str()
+        .expect("refused");
+    assert!(error.contains("receptionist"), "{error}");
+    // With everything a receptionist may do, a receptionist but no admin.
+    let desk = app
+        .token(&[
+            "users:write",
+            "bookings:write",
+            "patients:read",
+            "labels:read",
+        ])
+        .await;
+    let body = create_user(&app, &desk, staff("r@example.com", "receptionist")).await;
+    assert!(body["data"]["createUser"]["error"].is_null(), "{body}");
+    let rid = body["data"]["createUser"]["data"]["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let body = create_user(&app, &desk, staff("a@example.com", "admin")).await;
+    assert!(
+        body["data"]["createUser"]["error"]
+            .as_str()
+            .expect("refused")
+            .contains("admin"),
+        "{body}"
+    );
+    let body = update_user(&app, &desk, &rid, json!({ "role": "admin" })).await;
+    assert!(body["data"]["updateUser"]["error"].is_string(), "{body}");
+    // Nor acts on a user above it.
+    let body = update_user(&app, &desk, &admin_id, json!({ "firstName": "Eve" })).await;
+    assert!(body["data"]["updateUser"]["error"].is_string(), "{body}");
+    let body = on_user(&app, &desk, "disableUser", &admin_id).await;
+    assert!(body["error"].is_string(), "{body}");
+    let body = on_user(&app, &desk, "resetUserPassword", &admin_id).await;
+    assert!(body["error"].is_string(), "{body}");
+    assert!(body["setPasswordToken"].is_null(), "{body}");
+    // A practitioner signed in has no users:write at all.
+    let (_, doc) = signed_in_user(&app, "doc@example.com", "practitioner").await;
+    let body = create_user(&app, &doc, staff("x@example.com", "receptionist")).await;
+    assert_eq!(error_code(&body), "FORBIDDEN", "{body}");
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn the_last_admin_is_kept(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let (ada, ada_session) = signed_in_user(&app, "ada@example.com", "admin").await;
+    let last = "This is the practice's last admin";
+
+    let body = update_user(
+        &app,
+        &app.admin_token,
+        &ada,
+        json!({ "role": "practitioner" }),
+    )
+    .await;
+    let error = body["data"]["updateUser"]["error"]
+        .as_str()
+        .expect("refused");
+    assert!(error.starts_with(last), "{error}");
+    let body = on_user(&app, &app.admin_token, "disableUser", &ada).await;
+    assert!(
+        body["error"].as_str().expect("refused").starts_with(last),
+        "{body}"
+    );
+    let body = on_user(&app, &ada_session, "disableUser", &ada).await;
+    assert_eq!(
+        body["error"], "You cannot disable your own account",
+        "{body}"
+    );
+
+    // With a second admin, the first may go.
+    let (bob, _) = signed_in_user(&app, "bob@example.com", "admin").await;
+    let body = update_user(&app, &ada_session, &bob, json!({ "role": "practitioner" })).await;
+    assert!(body["data"]["updateUser"]["error"].is_null(), "{body}");
+    let body = update_user(&app, &ada_session, &bob, json!({ "role": "admin" })).await;
+    assert!(body["data"]["updateUser"]["error"].is_null(), "{body}");
+    let body = on_user(&app, &app.admin_token, "disableUser", &ada).await;
+    assert!(body["error"].is_null(), "{body}");
+    // A disabled admin does not count: bob is now the last.
+    let body = on_user(&app, &app.admin_token, "disableUser", &bob).await;
+    assert!(
+        body["error"].as_str().expect("refused").starts_with(last),
+        "{body}"
+    );
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn staff_input_is_checked(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let token = app.admin_token.clone();
+    for (input, says) in [
+        (staff("a@example.com", "boss"), "unknown role"),
+        (staff("not an email", "admin"), "input.email"),
+        (
+            json!({ "email": "a@example.com", "firstName": " ", "lastName": "L", "role": "admin" }),
+            "input.firstName must not be empty",
+        ),
+        (
+            json!({ "email": "a@example.com", "firstName": "F", "lastName": "L", "role": "admin",
+                    "minimumTreatmentAge": -1 }),
+            "minimumTreatmentAge",
+        ),
+        (
+            json!({ "email": "a@example.com", "firstName": "F", "lastName": "L", "role": "admin",
+                    "medicalSpecialties": vec!["x"; 21] }),
+            "at most 20",
+        ),
+        (
+            json!({ "email": "a@example.com", "firstName": "x".repeat(201), "lastName": "L",
+                    "role": "admin" }),
+            "at most 200 characters",
+        ),
+    ] {
+        let body = create_user(&app, &token, input).await;
+        assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+        assert!(error_message(&body).contains(says), "{says}: {body}");
+    }
+    let (id, _) = new_user(&app, "taken@example.com", "receptionist").await;
+    let body = create_user(&app, &token, staff("TAKEN@example.com", "admin")).await;
+    assert_eq!(
+        body["data"]["createUser"]["error"],
+        "A staff user with email taken@example.com already exists"
+    );
+    let (other, _) = new_user(&app, "other@example.com", "receptionist").await;
+    let body = update_user(
+        &app,
+        &token,
+        &other,
+        json!({ "email": "taken@example.com" }),
+    )
+    .await;
+    assert!(body["data"]["updateUser"]["error"].is_string(), "{body}");
+    let body = update_user(&app, &token, "no-such-user", json!({ "firstName": "X" })).await;
+    assert_eq!(
+        body["data"]["updateUser"]["error"],
+        "No staff user with id no-such-user"
+    );
+    let body = app
+        .gql(
+            Some(&token),
+            "mutation { updateUser(id: \"no-such-user\", input: { firstName: \"X\" }) { data { id } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(error_code(&body), "NOT_FOUND", "{body}");
+
+    // An update changes what it names, clears what is null, keeps the rest.
+    let body = update_user(
+        &app,
+        &token,
+        &id,
+        json!({ "title": "Dr", "gender": "male", "medicalSpecialties": ["A", "B"],
+                "minimumTreatmentAge": 3 }),
+    )
+    .await;
+    let user = &body["data"]["updateUser"]["data"];
+    assert_eq!(user["title"], "Dr", "{body}");
+    assert_eq!(user["medicalSpecialties"], json!(["A", "B"]));
+    let body = update_user(
+        &app,
+        &token,
+        &id,
+        json!({ "gender": null, "medicalSpecialties": null, "lastName": "Byron" }),
+    )
+    .await;
+    let user = &body["data"]["updateUser"]["data"];
+    assert_eq!(user["title"], "Dr", "{body}");
+    assert_eq!(user["gender"], Value::Null);
+    assert_eq!(user["medicalSpecialties"], json!([]));
+    assert_eq!(user["minimumTreatmentAge"], 3);
+    assert_eq!(user["lastName"], "Byron");
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn every_staff_change_is_audited(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let (id, link) = new_user(&app, "eve@example.com", "receptionist").await;
+    set_password(&app, &link, PASSWORD).await;
+    update_user(
+        &app,
+        &app.admin_token,
+        &id,
+        json!({ "firstName": "Evelyn" }),
+    )
+    .await;
+    on_user(&app, &app.admin_token, "disableUser", &id).await;
+    on_user(&app, &app.admin_token, "enableUser", &id).await;
+    on_user(&app, &app.admin_token, "resetUserPassword", &id).await;
+    let body = app
+        .ok(
+            "query($id: ID!) { auditEvents(pagination: { pageSize: 100 }) { data { action resourceType resourceId operation } } x: user(id: $id) { id } }",
+            json!({ "id": id }),
+        )
+        .await;
+    let actions: Vec<(String, String)> = body["auditEvents"]["data"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["resourceType"] == "user" && e["resourceId"] == id.as_str())
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap_or("").to_string(),
+                e["operation"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    for (action, operation) in [
+        ("create", "createUser"),
+        ("set_password", "setPassword"),
+        ("update", "updateUser"),
+        ("disable", "disableUser"),
+        ("enable", "enableUser"),
+        ("reset_password", "resetUserPassword"),
+    ] {
+        assert!(
+            actions.contains(&(action.to_string(), operation.to_string())),
+            "{action} by {operation} in {actions:?}"
+        );
+    }
+    // Nothing of a secret is in the log.
+    assert!(!body.to_string().contains(&link), "{body}");
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn the_first_admin_comes_from_the_first_start_link(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let first = "mutation($t: String!, $e: String!, $p: String!) { createFirstAdmin(setupToken: $t, \
+                 email: $e, firstName: \"Ada\", lastName: \"Lovelace\", password: $p) \
+                 { token user { email role } error } }";
+    let old = practice_api::admin::first_admin_link(&app.store)
+        .await
+        .expect("link")
+        .expect("no staff yet");
+    let link = practice_api::admin::first_admin_link(&app.store)
+        .await
+        .expect("link")
+        .expect("no staff yet");
+    // A newer link replaces the older.
+    let body = app
+        .gql(
+            None,
+            first,
+            json!({ "t": old, "e": "ada@example.com", "p": PASSWORD }),
+        )
+        .await;
+    assert!(
+        body["data"]["createFirstAdmin"]["error"].is_string(),
+        "{body}"
+    );
+    let body = app
+        .gql(
+            None,
+            first,
+            json!({ "t": link, "e": "ada@example.com", "p": "short" }),
+        )
+        .await;
+    assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+
+    let body = app
+        .gql(
+            None,
+            first,
+            json!({ "t": link, "e": "ada@example.com", "p": PASSWORD }),
+        )
+        .await;
+    let made = &body["data"]["createFirstAdmin"];
+    assert!(made["error"].is_null(), "{body}");
+    assert_eq!(made["user"]["role"], "admin");
+    assert_accepted(&app, made["token"].as_str().expect("token")).await;
+    // Once.
+    let body = app
+        .gql(
+            None,
+            first,
+            json!({ "t": link, "e": "eve@example.com", "p": PASSWORD }),
+        )
+        .await;
+    assert!(
+        body["data"]["createFirstAdmin"]["error"].is_string(),
+        "{body}"
+    );
+    // With staff, no link is made.
+    assert!(
+        practice_api::admin::first_admin_link(&app.store)
+            .await
+            .expect("checked")
+            .is_none()
+    );
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_first_start_link_is_refused_once_staff_exist(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let link = practice_api::admin::first_admin_link(&app.store)
+        .await
+        .expect("link")
+        .expect("no staff yet");
+    app.user("admin", "ops@example.com").await;
+    let body = app
+        .gql(
+            None,
+            "mutation($t: String!) { createFirstAdmin(setupToken: $t, email: \"x@example.com\", \
+             firstName: \"X\", lastName: \"Y\", password: \"long enough\") { token error } }",
+            json!({ "t": link }),
+        )
+        .await;
+    let error = body["data"]["createFirstAdmin"]["error"]
+        .as_str()
+        .expect("refused");
+    assert!(error.contains("has staff already"), "{error}");
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn the_practice_is_renamed_and_given_a_time_zone(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let update = "mutation($n: String, $z: String) { updatePractice(name: $n, timezone: $z) \
+                  { data { id name timezone } error } }";
+    let before = app
+        .ok("{ currentPractice { name timezone } }", json!({}))
+        .await;
+    assert_eq!(before["currentPractice"]["timezone"], "UTC");
+    let body = app
+        .ok(update, json!({ "n": "North Clinic", "z": "Europe/London" }))
+        .await;
+    assert_eq!(
+        body["updatePractice"]["data"]["timezone"], "Europe/London",
+        "{body}"
+    );
+    let body = app.ok(update, json!({ "z": "America/New_York" })).await;
+    assert_eq!(body["updatePractice"]["data"]["name"], "North Clinic");
+    for (variables, says) in [
+        (json!({ "z": "Mars/Olympus" }), "not an IANA time zone"),
+        (json!({ "n": "  " }), "name must not be empty"),
+    ] {
+        let body = app.gql(Some(&app.admin_token), update, variables).await;
+        assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+        assert!(error_message(&body).contains(says), "{body}");
+    }
+    let (_, doc) = signed_in_user(&app, "doc@example.com", "practitioner").await;
+    let body = app.gql(Some(&doc), update, json!({ "n": "Mine" })).await;
+    assert_eq!(error_code(&body), "FORBIDDEN", "{body}");
+    let after = app
+        .ok("{ currentPractice { name timezone } }", json!({}))
+        .await;
+    assert_eq!(
+        after["currentPractice"],
+        json!({ "name": "North Clinic", "timezone": "America/New_York" })
+    );
+}
