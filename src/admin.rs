@@ -82,6 +82,7 @@ fn say(refusal: &Refusal) -> String {
         Refusal::OwnAccount => "a staff user cannot disable their own account".into(),
         Refusal::UserDisabled => "the staff user is disabled: enable them first".into(),
         Refusal::PracticeHasStaff => "the practice has staff already".into(),
+        Refusal::NoMetadataKey(key) => format!("the booking has no metadata key {key:?}"),
         Refusal::TooMany(bound) => format!(
             "the practice is at its bound of {} {}",
             bound.max(),
@@ -90,6 +91,7 @@ fn say(refusal: &Refusal) -> String {
                 Bound::Locations => "locations",
                 Bound::AppointmentTypes => "appointment types",
                 Bound::ApiTokens => "live API tokens: revoke one first",
+                Bound::MetadataEntries => "metadata entries on a booking",
             }
         ),
     }
@@ -547,7 +549,16 @@ async fn demo_bookings(
                         appointment_type_id: Some(kind.id.clone()),
                         start_at: at,
                         end_at: end,
-                        comments: None,
+                        status: if rng.random_range(0..10) == 0 {
+                            "pending".into()
+                        } else {
+                            "confirmed".into()
+                        },
+                        video_url: (rng.random_range(0..8) == 0)
+                            .then(|| format!("https://video.example.com/{at}")),
+                        send_confirmation: 1,
+                        send_reminder: 1,
+                        ..Default::default()
                     };
                     if practice.create_booking(fields).await?.is_ok() {
                         made += 1;

@@ -27,3 +27,9 @@ pub const MIN_INDEXED_SEARCH_CHARS: usize = 3;
 
 /// Most sessions `sessions` lists: a user signs in a few times a day, for 12 hours each.
 pub const MAX_SESSIONS_LISTED: usize = 200;
+
+/// Most metadata entries a booking holds; a key has at most [`MAX_METADATA_KEY_CHARS`]
+/// characters, a value at most [`MAX_METADATA_VALUE_CHARS`].
+pub const MAX_METADATA_ENTRIES: usize = 50;
+pub const MAX_METADATA_KEY_CHARS: usize = 40;
+pub const MAX_METADATA_VALUE_CHARS: usize = 500;

@@ -114,6 +114,8 @@ pub enum Refusal {
     UserDisabled,
     /// The practice has staff already: its first admin is made once.
     PracticeHasStaff,
+    /// The booking has no metadata entry with this key.
+    NoMetadataKey(String),
 }
 
 /// A bound of [`limits`] that a change would pass.
@@ -123,6 +125,7 @@ pub enum Bound {
     Locations,
     AppointmentTypes,
     ApiTokens,
+    MetadataEntries,
 }
 
 impl Bound {
@@ -133,6 +136,7 @@ impl Bound {
             Bound::Locations => limits::MAX_LOCATIONS,
             Bound::AppointmentTypes => limits::MAX_APPOINTMENT_TYPES,
             Bound::ApiTokens => limits::MAX_API_TOKENS,
+            Bound::MetadataEntries => limits::MAX_METADATA_ENTRIES,
         }
     }
 }

@@ -5,14 +5,16 @@ use async_graphql::{Context, ID, InputObject, MaybeUndefined, Object, Result};
 use super::access::{authorize, authorize_write};
 use super::error::{OrFail, bad_input};
 use super::input::{MAX_TEXT_CHARS, optional_text};
-use super::objects::{Booking, BookingData, ResponsePayload, envelope};
+use super::objects::{Booking, BookingData, BookingStatus, ResponsePayload, envelope};
 use super::options::{DateRange, QueryOptions};
 use super::pagination::Pagination;
 use super::scalars::DateTime;
 use super::store;
 use crate::auth::OperationKind;
+use crate::domain::limits::{MAX_METADATA_KEY_CHARS, MAX_METADATA_VALUE_CHARS};
 use crate::domain::{Record, Refusal};
-use crate::store::bookings::{BookingFields, BookingFilter, BookingPatch};
+use crate::store::bookings::{BookingFields, BookingFilter, BookingPatch, Stage};
+use crate::store::now_ms;
 
 /// A new booking. `patient`, `doctor` and `start` are required, and `end` unless
 /// `bookingType` gives the duration.
@@ -33,6 +35,108 @@ pub struct BookingDataInput {
     pub end: Option<DateTime>,
     /// Free-text notes.
     pub comments: Option<String>,
+    /// Where the booking stands; default confirmed. A failed booking holds no slot.
+    pub status: Option<BookingStatus>,
+    /// Which messages the booking is flagged to send (practice-api sends none: an
+    /// integration that does reads these).
+    pub send_patient_messages: Option<SendPatientMessagesInput>,
+    /// A link to the video consultation (http or https).
+    pub video_url: Option<String>,
+    /// Whether the booking was billed. Default false.
+    pub billed: Option<bool>,
+}
+
+/// Which messages a booking is flagged to send. Omitted flags are left as they are (false
+/// on a new booking).
+#[derive(InputObject)]
+pub struct SendPatientMessagesInput {
+    /// A confirmation when it is booked.
+    pub confirmation: Option<bool>,
+    /// A reminder before it.
+    pub reminder: Option<bool>,
+    /// A follow-up after it.
+    pub followup: Option<bool>,
+}
+
+/// A stage of a patient's visit.
+#[derive(async_graphql::Enum, Clone, Copy, Debug, PartialEq, Eq)]
+#[graphql(rename_items = "lowercase")]
+pub enum JourneyStage {
+    /// The patient arrived.
+    Arrived,
+    /// The consultation began.
+    Consultation,
+    /// The patient left.
+    Departed,
+    /// The patient did not attend.
+    Dna,
+}
+
+/// A stage of a patient's visit and when they reached it.
+#[derive(InputObject)]
+pub struct BookingJourneyInput {
+    /// The stage reached.
+    pub journey_stage: Option<JourneyStage>,
+    /// When: a date (YYYY-MM-DD, midnight UTC) or an RFC 3339 timestamp with an offset; now
+    /// when omitted.
+    pub date: Option<String>,
+}
+
+/// Bookings that match every filter given.
+#[derive(InputObject, Default)]
+pub struct BookingQueryFilters {
+    /// Bookings with a metadata entry of this key (and this value, when given).
+    pub metadata: Option<MetadataFilter>,
+}
+
+/// A metadata entry to look for.
+#[derive(InputObject)]
+pub struct MetadataFilter {
+    /// The key, exactly.
+    pub key: String,
+    /// The value, exactly; any value when omitted.
+    pub value: Option<String>,
+}
+
+/// Checks a video link: an absolute http or https URL of at most 2,000 characters.
+fn video_url(value: Option<String>) -> Result<Option<String>> {
+    let Some(text) = optional_text("bookingData.videoUrl", value, 2000)? else {
+        return Ok(None);
+    };
+    match url::Url::parse(&text) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") => Ok(Some(text)),
+        _ => Err(bad_input(format!(
+            "bookingData.videoUrl must be an http or https URL, got {text:?}"
+        ))),
+    }
+}
+
+/// Checks a metadata key and value against their limits.
+fn metadata_entry(key: &str, value: Option<&str>) -> Result<()> {
+    let key_chars = key.chars().count();
+    if key_chars == 0 || key_chars > MAX_METADATA_KEY_CHARS {
+        return Err(bad_input(format!(
+            "key must have 1 to {MAX_METADATA_KEY_CHARS} characters, got {key_chars}"
+        )));
+    }
+    if let Some(value) = value {
+        let chars = value.chars().count();
+        if chars > MAX_METADATA_VALUE_CHARS {
+            return Err(bad_input(format!(
+                "value must have at most {MAX_METADATA_VALUE_CHARS} characters, got {chars}"
+            )));
+        }
+    }
+    if key
+        .chars()
+        .chain(value.unwrap_or("").chars())
+        .any(char::is_control)
+    {
+        return Err(bad_input(
+            "key and value must not contain control characters",
+        ));
+    }
+    Ok(())
 }
 
 /// Changes to a booking. An omitted field is left as it is; null clears location,
@@ -53,6 +157,40 @@ pub struct BookingUpdateDataInput {
     pub end: Option<DateTime>,
     /// New notes, or null for none.
     pub comments: MaybeUndefined<String>,
+    /// A new status.
+    pub status: Option<BookingStatus>,
+    /// Which messages the booking is flagged to send.
+    pub send_patient_messages: Option<SendPatientMessagesInput>,
+    /// A new video link, or null for none.
+    pub video_url: MaybeUndefined<String>,
+    /// Whether the booking was billed.
+    pub billed: Option<bool>,
+}
+
+/// A flag of `SendPatientMessagesInput`, false when omitted.
+fn flag(
+    messages: &Option<SendPatientMessagesInput>,
+    pick: fn(&SendPatientMessagesInput) -> Option<bool>,
+) -> i64 {
+    i64::from(messages.as_ref().and_then(pick).unwrap_or(false))
+}
+
+/// When a journey stage was reached: a date (midnight UTC) or a timestamp with an offset.
+fn journey_time(text: &str) -> Result<i64> {
+    if let Ok(at) = chrono::DateTime::parse_from_rfc3339(text) {
+        return Ok(at.timestamp_millis());
+    }
+    match chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d") {
+        Ok(day) => Ok(day
+            .and_hms_opt(0, 0, 0)
+            .unwrap_or_default()
+            .and_utc()
+            .timestamp_millis()),
+        Err(_) => Err(bad_input(format!(
+            "bookingJourneyInput.date must be a date (2026-12-01) or an RFC 3339 timestamp \
+             with an offset, got {text:?}"
+        ))),
+    }
 }
 
 fn comments(value: Option<String>) -> Result<Option<String>> {
@@ -81,6 +219,15 @@ impl BookingUpdateDataInput {
             start_at: self.start.map(DateTime::ms),
             end_at: self.end.map(DateTime::ms),
             comments: clearable(self.comments, |text| comments(Some(text)))?,
+            status: self.status.map(|s| s.as_str().to_string()),
+            video_url: clearable(self.video_url, |text| video_url(Some(text)))?,
+            billed: self.billed,
+            send_confirmation: self
+                .send_patient_messages
+                .as_ref()
+                .and_then(|m| m.confirmation),
+            send_reminder: self.send_patient_messages.as_ref().and_then(|m| m.reminder),
+            send_followup: self.send_patient_messages.as_ref().and_then(|m| m.followup),
         })
     }
 }
@@ -120,11 +267,17 @@ impl BookingQueries {
         #[graphql(desc = "Only bookings that start or end inside this range (both ends \
                           included).")]
         date_range: Option<DateRange>,
+        #[graphql(desc = "Only bookings with this metadata.")] filters: Option<BookingQueryFilters>,
     ) -> Result<Option<BookingData>> {
         let principal = authorize(ctx, OperationKind::Query)?;
         let page = Pagination::request(pagination)?;
         let options = options.unwrap_or_default();
+        let metadata = filters.unwrap_or_default().metadata;
+        if let Some(m) = &metadata {
+            metadata_entry(&m.key, m.value.as_deref())?;
+        }
         let filter = BookingFilter {
+            metadata: metadata.map(|m| (m.key, m.value)),
             range: date_range.map(DateRange::bounds).transpose()?,
             include_cancelled: options.include_deleted.unwrap_or(false),
             created: options.created_at.map(DateRange::bounds).transpose()?,
@@ -188,6 +341,16 @@ impl BookingMutations {
             start_at: start,
             end_at: end,
             comments: comments(booking_data.comments)?,
+            status: booking_data
+                .status
+                .unwrap_or(BookingStatus::Confirmed)
+                .as_str()
+                .to_string(),
+            video_url: video_url(booking_data.video_url)?,
+            billed: i64::from(booking_data.billed.unwrap_or(false)),
+            send_confirmation: flag(&booking_data.send_patient_messages, |m| m.confirmation),
+            send_reminder: flag(&booking_data.send_patient_messages, |m| m.reminder),
+            send_followup: flag(&booking_data.send_patient_messages, |m| m.followup),
         };
         let change = practice.create_booking(fields).await.or_fail()?;
         envelope(ctx, change, Booking)
@@ -215,15 +378,77 @@ impl BookingMutations {
         ctx: &Context<'_>,
         #[graphql(desc = "The booking's id.")] id: ID,
         #[graphql(desc = "Why the booking is cancelled.")] cancellation_reason: Option<String>,
-        #[graphql(desc = "Accepted for compatibility; practice-api sends no messages.")]
+        #[graphql(desc = "Whether the patient is to be told (recorded in \
+                          patientMessagesSent.cancellation; practice-api sends no messages).")]
         send_cancellation_messages: Option<bool>,
         #[graphql(desc = "Accepted for compatibility; practice-api sends no messages.")]
         notify_practice: Option<bool>,
     ) -> Result<Option<ResponsePayload<Booking>>> {
         let practice = authorize_write(ctx)?;
-        let _ = (send_cancellation_messages, notify_practice);
+        let _ = notify_practice;
         let reason = optional_text("cancellationReason", cancellation_reason, MAX_TEXT_CHARS)?;
-        let change = practice.cancel_booking(&id, reason).await.or_fail()?;
+        let tell = send_cancellation_messages.unwrap_or(false);
+        let change = practice.cancel_booking(&id, reason, tell).await.or_fail()?;
+        envelope(ctx, change, Booking)
+    }
+
+    /// Records that the patient reached a stage of their visit (arrived, in consultation,
+    /// departed, did not attend), at `date` or now. Each is a `booking.patientJourney.*`
+    /// event. Refused for a cancelled booking. Needs `bookings:write`.
+    async fn update_booking_journey(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The booking's id.")] id: ID,
+        #[graphql(desc = "The stage and when.")] booking_journey_input: BookingJourneyInput,
+    ) -> Result<Option<ResponsePayload<Booking>>> {
+        let practice = authorize_write(ctx)?;
+        let stage = match booking_journey_input.journey_stage {
+            Some(JourneyStage::Arrived) => Stage::Arrived,
+            Some(JourneyStage::Consultation) => Stage::Consultation,
+            Some(JourneyStage::Departed) => Stage::Departed,
+            Some(JourneyStage::Dna) => Stage::DidNotAttend,
+            None => return Err(bad_input("bookingJourneyInput.journeyStage is required")),
+        };
+        let at = match booking_journey_input.date.as_deref().map(str::trim) {
+            None => now_ms(),
+            Some(text) => journey_time(text)?,
+        };
+        let change = practice.set_journey(&id, stage, at).await.or_fail()?;
+        envelope(ctx, change, Booking)
+    }
+
+    /// Sets a metadata entry of a booking (key at most 40 characters, value at most 500); a
+    /// booking holds at most 50. Refused for a cancelled booking. Needs `bookings:write`.
+    async fn update_booking_metadata(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The booking's id.")] booking_id: ID,
+        #[graphql(desc = "The entry's key.")] key: String,
+        #[graphql(desc = "The entry's value.")] value: String,
+    ) -> Result<Option<ResponsePayload<Booking>>> {
+        let practice = authorize_write(ctx)?;
+        metadata_entry(&key, Some(&value))?;
+        let change = practice
+            .set_metadata(&booking_id, &key, &value)
+            .await
+            .or_fail()?;
+        envelope(ctx, change, Booking)
+    }
+
+    /// Deletes a metadata entry of a booking. Refused when it has no such key. Needs
+    /// `bookings:write`.
+    async fn delete_booking_metadata(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The booking's id.")] booking_id: ID,
+        #[graphql(desc = "The entry's key.")] key: String,
+    ) -> Result<Option<ResponsePayload<Booking>>> {
+        let practice = authorize_write(ctx)?;
+        metadata_entry(&key, None)?;
+        let change = practice
+            .delete_metadata(&booking_id, &key)
+            .await
+            .or_fail()?;
         envelope(ctx, change, Booking)
     }
 }

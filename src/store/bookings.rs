@@ -15,7 +15,8 @@ use super::{
     Args, Change, Columns, Page, PageRequest, PracticeStore, StoreResult, new_id, now_ms,
     time_filters,
 };
-use crate::domain::{Busy, PatientState, Record, Refusal, check_booking_times};
+use crate::domain::limits::MAX_METADATA_ENTRIES;
+use crate::domain::{Bound, Busy, PatientState, Record, Refusal, check_booking_times};
 
 /// The name the database gives the no-overlap rule in its errors.
 const NO_OVERLAP: &str = "bookings_no_overlap";
@@ -30,10 +31,60 @@ pub struct Booking {
     pub cancellation_reason: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
+    #[sqlx(flatten)]
+    pub journey: Journey,
+    /// Set when a cancellation asked for the patient to be told (practice-api sends nothing).
+    pub send_cancellation: i64,
+    /// A JSON array of [key, value] pairs, in the order they were first set: see
+    /// [`Booking::metadata`].
+    pub metadata: String,
 }
 
+/// When the patient reached each stage of their visit (milliseconds), if they did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, FromRow)]
+pub struct Journey {
+    pub arrived_at: Option<i64>,
+    pub consultation_at: Option<i64>,
+    pub departed_at: Option<i64>,
+    /// Did not attend.
+    pub dna_at: Option<i64>,
+}
+
+/// A stage of a patient's journey through a visit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    Arrived,
+    Consultation,
+    Departed,
+    DidNotAttend,
+}
+
+impl Stage {
+    /// The action the audit log records, and the event it makes.
+    fn action(self) -> &'static str {
+        match self {
+            Stage::Arrived => "journey_arrived",
+            Stage::Consultation => "journey_consultation",
+            Stage::Departed => "journey_departed",
+            Stage::DidNotAttend => "journey_dna",
+        }
+    }
+
+    fn slot(self, journey: &mut Journey) -> &mut Option<i64> {
+        match self {
+            Stage::Arrived => &mut journey.arrived_at,
+            Stage::Consultation => &mut journey.consultation_at,
+            Stage::Departed => &mut journey.departed_at,
+            Stage::DidNotAttend => &mut journey.dna_at,
+        }
+    }
+}
+
+/// What a booking's status may be. A failed booking holds no slot.
+pub const STATUSES: [&str; 4] = ["pending", "processing", "confirmed", "failed"];
+
 /// The fields of a booking that staff set.
-#[derive(Clone, Debug, Default, PartialEq, FromRow)]
+#[derive(Clone, Debug, PartialEq, FromRow)]
 pub struct BookingFields {
     pub patient_id: String,
     pub doctor_id: String,
@@ -42,9 +93,42 @@ pub struct BookingFields {
     pub start_at: i64,
     pub end_at: i64,
     pub comments: Option<String>,
+    /// One of [`STATUSES`].
+    pub status: String,
+    pub video_url: Option<String>,
+    pub billed: i64,
+    /// Messages the booking was flagged to send (practice-api sends none).
+    pub send_confirmation: i64,
+    pub send_reminder: i64,
+    pub send_followup: i64,
+}
+
+impl Default for BookingFields {
+    fn default() -> Self {
+        BookingFields {
+            patient_id: String::new(),
+            doctor_id: String::new(),
+            location_id: None,
+            appointment_type_id: None,
+            start_at: 0,
+            end_at: 0,
+            comments: None,
+            status: "confirmed".into(),
+            video_url: None,
+            billed: 0,
+            send_confirmation: 0,
+            send_reminder: 0,
+            send_followup: 0,
+        }
+    }
 }
 
 impl Booking {
+    /// The booking's metadata, as (key, value) pairs in the order they were first set.
+    pub fn metadata(&self) -> Vec<(String, String)> {
+        serde_json::from_str(&self.metadata).unwrap_or_default()
+    }
+
     /// Every column of a booking's row, one line each: what is inserted, updated and read.
     fn columns(&self) -> Columns {
         let f = &self.fields;
@@ -57,6 +141,18 @@ impl Booking {
             .with("start_at", f.start_at)
             .with("end_at", f.end_at)
             .with("comments", &f.comments)
+            .with("status", &f.status)
+            .with("video_url", &f.video_url)
+            .with("billed", f.billed)
+            .with("send_confirmation", f.send_confirmation)
+            .with("send_reminder", f.send_reminder)
+            .with("send_followup", f.send_followup)
+            .with("send_cancellation", self.send_cancellation)
+            .with("arrived_at", self.journey.arrived_at)
+            .with("consultation_at", self.journey.consultation_at)
+            .with("departed_at", self.journey.departed_at)
+            .with("dna_at", self.journey.dna_at)
+            .with("metadata", &self.metadata)
             .with("cancelled_at", self.cancelled_at)
             .with("cancellation_reason", &self.cancellation_reason)
             .with("created_at", self.created_at)
@@ -86,6 +182,12 @@ pub struct BookingPatch {
     pub start_at: Option<i64>,
     pub end_at: Option<i64>,
     pub comments: Option<Option<String>>,
+    pub status: Option<String>,
+    pub video_url: Option<Option<String>>,
+    pub billed: Option<bool>,
+    pub send_confirmation: Option<bool>,
+    pub send_reminder: Option<bool>,
+    pub send_followup: Option<bool>,
 }
 
 impl BookingPatch {
@@ -102,6 +204,15 @@ impl BookingPatch {
         set(&mut f.start_at, self.start_at);
         set(&mut f.end_at, self.end_at);
         set(&mut f.comments, self.comments);
+        set(&mut f.status, self.status);
+        set(&mut f.video_url, self.video_url);
+        set(&mut f.billed, self.billed.map(i64::from));
+        set(
+            &mut f.send_confirmation,
+            self.send_confirmation.map(i64::from),
+        );
+        set(&mut f.send_reminder, self.send_reminder.map(i64::from));
+        set(&mut f.send_followup, self.send_followup.map(i64::from));
     }
 }
 
@@ -115,6 +226,8 @@ pub struct BookingFilter {
     pub updated: Option<(i64, i64)>,
     pub doctor_id: Option<String>,
     pub patient_id: Option<String>,
+    /// Bookings with this metadata key, and this value when given.
+    pub metadata: Option<(String, Option<String>)>,
 }
 
 impl super::Keyed for Booking {
@@ -167,6 +280,17 @@ impl PracticeStore<'_> {
         }
         if !filter.include_cancelled {
             sql += " AND cancelled_at IS NULL";
+        }
+        if let Some((key, value)) = &filter.metadata {
+            let entries = self.store.engine.json_rows_of("bookings.metadata", "m");
+            sql += &format!(
+                " AND EXISTS (SELECT 1 FROM {entries} WHERE m.value ->> 0 = {}",
+                args.add(key)
+            );
+            if let Some(value) = value {
+                sql += &format!(" AND m.value ->> 1 = {}", args.add(value));
+            }
+            sql += ")";
         }
         sql += &time_filters(&mut args, filter.created, filter.updated);
         let (limit, offset) = (args.add(page.limit()), args.add(page.offset()));
@@ -225,11 +349,12 @@ impl PracticeStore<'_> {
     }
 
     /// Cancels a booking, with why: it is kept, and frees its slot. Refused if it is cancelled
-    /// already.
+    /// already. `tell_patient` records that the patient was to be told.
     pub async fn cancel_booking(
         &self,
         id: &str,
         reason: Option<String>,
+        tell_patient: bool,
     ) -> StoreResult<Change<Booking>> {
         self.modify_booking(id, "delete", |b| {
             if b.cancelled_at.is_some() {
@@ -237,6 +362,59 @@ impl PracticeStore<'_> {
             }
             b.cancelled_at = Some(now_ms());
             b.cancellation_reason = reason;
+            b.send_cancellation = i64::from(tell_patient);
+            Ok(())
+        })
+        .await
+    }
+
+    /// Records that the patient reached `stage` at `at` (milliseconds).
+    pub async fn set_journey(
+        &self,
+        id: &str,
+        stage: Stage,
+        at: i64,
+    ) -> StoreResult<Change<Booking>> {
+        self.modify_booking(id, stage.action(), |b| {
+            *stage.slot(&mut b.journey) = Some(at);
+            Ok(())
+        })
+        .await
+    }
+
+    /// Sets a metadata entry of a booking: a new key goes last, an existing one keeps its
+    /// place. Refused past [`MAX_METADATA_ENTRIES`].
+    pub async fn set_metadata(
+        &self,
+        id: &str,
+        key: &str,
+        value: &str,
+    ) -> StoreResult<Change<Booking>> {
+        self.modify_booking(id, "update_metadata", |b| {
+            let mut entries = b.metadata();
+            match entries.iter().position(|(k, _)| k == key) {
+                Some(at) => entries[at].1 = value.to_string(),
+                None if entries.len() >= MAX_METADATA_ENTRIES => {
+                    return Err(Refusal::TooMany(Bound::MetadataEntries));
+                }
+                None => entries.push((key.to_string(), value.to_string())),
+            }
+            b.metadata = encode_metadata(entries);
+            Ok(())
+        })
+        .await
+    }
+
+    /// Deletes a metadata entry of a booking. Refused when it has no such key.
+    pub async fn delete_metadata(&self, id: &str, key: &str) -> StoreResult<Change<Booking>> {
+        self.modify_booking(id, "delete_metadata", |b| {
+            let mut entries = b.metadata();
+            let before = entries.len();
+            entries.retain(|(k, _)| k != key);
+            if entries.len() == before {
+                return Err(Refusal::NoMetadataKey(key.to_string()));
+            }
+            b.metadata = encode_metadata(entries);
             Ok(())
         })
         .await
@@ -422,7 +600,8 @@ impl PracticeStore<'_> {
             "SELECT b.start_at, b.end_at, u.title, u.first_name, u.last_name FROM bookings b \
              JOIN users u ON u.practice_id = b.practice_id AND u.id = b.doctor_id \
              WHERE b.practice_id = $1 AND b.doctor_id = $2 AND b.id <> $3 \
-             AND b.cancelled_at IS NULL AND b.start_at < $5 AND $4 < b.end_at \
+             AND b.cancelled_at IS NULL AND b.status <> 'failed' \
+             AND b.start_at < $5 AND $4 < b.end_at \
              ORDER BY b.start_at LIMIT 1",
         )
         .bind(self.practice_id)
@@ -441,6 +620,17 @@ impl PracticeStore<'_> {
             end,
         }))
     }
+}
+
+/// Metadata as stored: a JSON array of [key, value] pairs.
+fn encode_metadata(entries: Vec<(String, String)>) -> String {
+    serde_json::Value::from(
+        entries
+            .into_iter()
+            .map(|(k, v)| serde_json::json!([k, v]))
+            .collect::<Vec<_>>(),
+    )
+    .to_string()
 }
 
 fn is_overlap(err: &sqlx::Error) -> bool {

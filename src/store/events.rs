@@ -136,7 +136,11 @@ fn event_of(write: &AuditEvent<'_>) -> Option<[Option<String>; 6]> {
         ("label", "update") => "label.updated",
         ("label", "delete") => "label.deleted",
         ("booking", "create") => "booking.created",
-        ("booking", "update") => "booking.updated",
+        ("booking", "update" | "update_metadata" | "delete_metadata") => "booking.updated",
+        ("booking", "journey_arrived") => "booking.patientJourney.arrived",
+        ("booking", "journey_consultation") => "booking.patientJourney.inConsultation",
+        ("booking", "journey_departed") => "booking.patientJourney.completed",
+        ("booking", "journey_dna") => "booking.patientJourney.noShow",
         ("booking", "delete") => "booking.deleted",
         ("token", "revoke" | "sign_out" | "revoke_session") => TOKEN_REVOKED,
         (

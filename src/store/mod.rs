@@ -75,6 +75,15 @@ impl Engine {
         }
     }
 
+    /// The elements of the JSON array in column (or expression) `of`, as rows named `alias`
+    /// with a `value` column.
+    fn json_rows_of(self, of: &str, alias: &str) -> String {
+        match self {
+            Engine::Sqlite => format!("json_each({of}) AS {alias}"),
+            Engine::Postgres => format!("json_array_elements({of}::json) AS {alias}(value)"),
+        }
+    }
+
     /// What ends a SELECT that holds the rows it reads until the transaction ends: SQLite
     /// holds the whole database for a writing transaction already.
     fn for_update(self) -> &'static str {

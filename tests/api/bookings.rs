@@ -685,3 +685,313 @@ async fn receptionists_and_practitioners_by_their_roles(#[case] engine: Engine) 
         );
     }
 }
+
+const RECORD: &str = "status metadata { key value } bookingJourney { arrived consultation departed dna } \
+                      patientMessagesSent { confirmation reminder followup cancellation } videoUrl billed";
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_bookings_status_journey_metadata_and_flags(#[case] engine: Engine) {
+    let c = clinic!(engine);
+    let app = &c.app;
+    let create = format!(
+        "mutation($d: BookingDataInput!) {{ createBooking(bookingData: $d) {{ data {{ id {RECORD} }} error }} }}"
+    );
+    let body = app
+        .ok(
+            &create,
+            json!({ "d": { "patient": c.patient, "doctor": c.doctor, "start": at("09:00"), "end": at("09:30"),
+                           "status": "pending", "videoUrl": "https://video.example.com/room/1", "billed": true,
+                           "sendPatientMessages": { "confirmation": true, "reminder": true } } }),
+        )
+        .await;
+    let booking = &body["createBooking"]["data"];
+    let id = booking["id"].as_str().expect("id").to_string();
+    assert_eq!(booking["status"], "pending", "{body}");
+    assert_eq!(booking["videoUrl"], "https://video.example.com/room/1");
+    assert_eq!(booking["billed"], true);
+    assert_eq!(
+        booking["patientMessagesSent"],
+        json!({ "confirmation": true, "reminder": true, "followup": false, "cancellation": false })
+    );
+    assert_eq!(booking["metadata"], json!([]));
+    assert_eq!(
+        booking["bookingJourney"],
+        json!({ "arrived": null, "consultation": null, "departed": null, "dna": null })
+    );
+    // A plain booking is confirmed.
+    let plain = c.book_ok("10:00", "10:30").await;
+    let read = app
+        .ok(
+            &format!("query($id: ID!) {{ booking(id: $id) {{ {RECORD} }} }}"),
+            json!({ "id": plain }),
+        )
+        .await;
+    assert_eq!(read["booking"]["status"], "confirmed", "{read}");
+
+    // Metadata: set, replace in place, filter, delete.
+    let set = "mutation($id: ID!, $k: String!, $v: String!) { updateBookingMetadata(bookingId: $id, key: $k, value: $v) { data { metadata { key value } } error } }";
+    for (k, v) in [("crm", "A-1"), ("source", "widget"), ("crm", "A-2")] {
+        let body = app.ok(set, json!({ "id": id, "k": k, "v": v })).await;
+        assert!(body["updateBookingMetadata"]["error"].is_null(), "{body}");
+    }
+    let body = app
+        .ok(set, json!({ "id": plain, "k": "source", "v": "phone" }))
+        .await;
+    assert!(body["updateBookingMetadata"]["error"].is_null(), "{body}");
+    let read = app
+        .ok(
+            &format!("query($id: ID!) {{ booking(id: $id) {{ {RECORD} }} }}"),
+            json!({ "id": id }),
+        )
+        .await;
+    assert_eq!(
+        read["booking"]["metadata"],
+        json!([{ "key": "crm", "value": "A-2" }, { "key": "source", "value": "widget" }])
+    );
+    let mut both = vec![id.clone(), plain.clone()];
+    both.sort();
+    assert_eq!(
+        filtered(app, json!({ "metadata": { "key": "source" } })).await,
+        both
+    );
+    assert_eq!(
+        filtered(
+            app,
+            json!({ "metadata": { "key": "source", "value": "phone" } })
+        )
+        .await,
+        vec![plain.clone()]
+    );
+    assert_eq!(
+        filtered(app, json!({ "metadata": { "key": "crm", "value": "A-1" } })).await,
+        Vec::<String>::new()
+    );
+    let delete = "mutation($id: ID!, $k: String!) { deleteBookingMetadata(bookingId: $id, key: $k) { data { metadata { key } } error } }";
+    let body = app.ok(delete, json!({ "id": id, "k": "crm" })).await;
+    assert_eq!(
+        body["deleteBookingMetadata"]["data"]["metadata"],
+        json!([{ "key": "source" }])
+    );
+    let body = app.ok(delete, json!({ "id": id, "k": "crm" })).await;
+    assert_eq!(
+        body["deleteBookingMetadata"]["error"],
+        "This booking has no metadata with key \"crm\""
+    );
+    // Limits: 50 entries; a key of 40 characters, a value of 500.
+    for n in 0..49 {
+        let body = app
+            .ok(set, json!({ "id": id, "k": format!("k{n}"), "v": "x" }))
+            .await;
+        assert!(
+            body["updateBookingMetadata"]["error"].is_null(),
+            "{n}: {body}"
+        );
+    }
+    let body = app
+        .ok(set, json!({ "id": id, "k": "one-too-many", "v": "x" }))
+        .await;
+    assert_eq!(
+        body["updateBookingMetadata"]["error"],
+        "A booking has at most 50 metadata entries: delete one first"
+    );
+    let body = app
+        .ok(set, json!({ "id": id, "k": "k0", "v": "still fine" }))
+        .await;
+    assert!(body["updateBookingMetadata"]["error"].is_null(), "{body}");
+    for (k, v, says) in [
+        ("x".repeat(41), "v".to_string(), "key must have 1 to 40"),
+        (String::new(), "v".to_string(), "key must have 1 to 40"),
+        ("k".to_string(), "v".repeat(501), "at most 500"),
+    ] {
+        let body = app
+            .gql(
+                Some(&app.admin_token),
+                set,
+                json!({ "id": id, "k": k, "v": v }),
+            )
+            .await;
+        assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+        assert!(error_message(&body).contains(says), "{body}");
+    }
+
+    // The journey.
+    let journey = format!(
+        "mutation($id: ID!, $j: BookingJourneyInput!) {{ updateBookingJourney(id: $id, bookingJourneyInput: $j) {{ data {{ {RECORD} }} error }} }}"
+    );
+    let body = app
+        .ok(
+            &journey,
+            json!({ "id": id, "j": { "journeyStage": "arrived", "date": "2031-03-04T08:55:00+00:00" } }),
+        )
+        .await;
+    assert_eq!(
+        body["updateBookingJourney"]["data"]["bookingJourney"]["arrived"],
+        "2031-03-04T08:55:00.000Z"
+    );
+    let body = app
+        .ok(
+            &journey,
+            json!({ "id": id, "j": { "journeyStage": "consultation" } }),
+        )
+        .await;
+    assert!(
+        body["updateBookingJourney"]["data"]["bookingJourney"]["consultation"].is_string(),
+        "now, when no date is given: {body}"
+    );
+    for bad in [
+        json!({ "date": "2031-03-04" }),
+        json!({ "journeyStage": "arrived", "date": "yesterday" }),
+    ] {
+        let body = app
+            .gql(
+                Some(&app.admin_token),
+                &journey,
+                json!({ "id": id, "j": bad }),
+            )
+            .await;
+        assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+    }
+    let events = app
+        .ok(
+            "{ events(eventTypes: [\"booking.patientJourney.arrived\", \"booking.patientJourney.inConsultation\"]) { data { eventType identifiers { bookingId } } } }",
+            json!({}),
+        )
+        .await;
+    let kinds: Vec<&str> = events["events"]["data"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["identifiers"]["bookingId"] == id.as_str())
+        .map(|e| e["eventType"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "booking.patientJourney.arrived",
+            "booking.patientJourney.inConsultation"
+        ],
+        "{events}"
+    );
+
+    // Unknown booking; cancelled booking; the cancellation flag.
+    let body = app
+        .ok(
+            &journey,
+            json!({ "id": "nope", "j": { "journeyStage": "dna" } }),
+        )
+        .await;
+    assert_eq!(
+        body["updateBookingJourney"]["error"],
+        "No booking with id nope"
+    );
+    let cancelled = app
+        .ok(
+            &format!("mutation($id: ID!) {{ deleteBooking(id: $id, sendCancellationMessages: true) {{ data {{ {RECORD} }} error }} }}"),
+            json!({ "id": plain }),
+        )
+        .await;
+    assert_eq!(
+        cancelled["deleteBooking"]["data"]["patientMessagesSent"]["cancellation"],
+        true
+    );
+    let body = app
+        .ok(set, json!({ "id": plain, "k": "late", "v": "x" }))
+        .await;
+    assert!(
+        body["updateBookingMetadata"]["error"]
+            .as_str()
+            .expect("refused")
+            .contains("cancelled"),
+        "{body}"
+    );
+}
+
+/// The ids of the bookings that `bookings(filters:)` lists, sorted.
+async fn filtered(app: &TestApp, filter: Value) -> Vec<String> {
+    let data = app
+        .ok(
+            "query($f: BookingQueryFilters) { bookings(filters: $f, pagination: { pageSize: 100 }) { data { id } } }",
+            json!({ "f": filter }),
+        )
+        .await;
+    let mut ids: Vec<String> = data["bookings"]["data"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|b| b["id"].as_str().expect("id").to_string())
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_failed_booking_holds_no_slot(#[case] engine: Engine) {
+    let c = clinic!(engine);
+    let app = &c.app;
+    let pending = app
+        .ok(
+            CREATE,
+            json!({ "d": { "patient": c.patient, "doctor": c.doctor, "start": at("11:00"), "end": at("11:30"), "status": "pending" } }),
+        )
+        .await;
+    let pending_id = pending["createBooking"]["data"]["id"]
+        .as_str()
+        .expect("pending booking")
+        .to_string();
+    // A pending booking holds its slot.
+    let refused = c.book(&c.patient, "11:15", "11:45").await;
+    assert!(refused["error"].is_string(), "{refused}");
+    // Once failed, it frees it.
+    let failed = app
+        .ok(
+            "mutation($id: ID!) { updateBooking(id: $id, bookingData: { status: failed }) { data { status } error } }",
+            json!({ "id": pending_id }),
+        )
+        .await;
+    assert_eq!(
+        failed["updateBooking"]["data"]["status"], "failed",
+        "{failed}"
+    );
+    let taken = c.book_ok("11:15", "11:45").await;
+    // And cannot come back over the booking that took its place.
+    let back = app
+        .ok(
+            "mutation($id: ID!) { updateBooking(id: $id, bookingData: { status: confirmed }) { data { status } error } }",
+            json!({ "id": pending_id }),
+        )
+        .await;
+    assert!(
+        back["updateBooking"]["error"]
+            .as_str()
+            .expect("refused")
+            .contains("already booked"),
+        "{back}"
+    );
+    // A failed booking may be made over a taken slot.
+    let body = app
+        .ok(
+            CREATE,
+            json!({ "d": { "patient": c.patient, "doctor": c.doctor, "start": at("11:15"), "end": at("11:45"), "status": "failed" } }),
+        )
+        .await;
+    assert!(body["createBooking"]["error"].is_null(), "{body}");
+    assert_eq!(
+        c.range("11:00", "12:00", "").await.len(),
+        3,
+        "taken {taken}"
+    );
+    let bad = app
+        .gql(
+            Some(&app.admin_token),
+            CREATE,
+            json!({ "d": { "patient": c.patient, "doctor": c.doctor, "start": at("12:15"), "end": at("12:45"), "videoUrl": "javascript:alert(1)" } }),
+        )
+        .await;
+    assert_eq!(error_code(&bad), "BAD_USER_INPUT", "{bad}");
+}

@@ -22,6 +22,78 @@ const MAX_SPAN_DAYS: i64 = 366;
 /// Most bookings `Patient.bookings` returns.
 const MAX_PATIENT_BOOKINGS: u32 = 500;
 
+/// Where a booking stands. A new booking is confirmed unless said otherwise; a failed one (its
+/// online payment or confirmation failed) holds no slot, so the doctor can be booked again at
+/// that time; pending and processing ones hold theirs, as confirmed ones do.
+#[derive(async_graphql::Enum, Clone, Copy, Debug, PartialEq, Eq)]
+#[graphql(rename_items = "lowercase")]
+pub enum BookingStatus {
+    /// Waiting for the patient or the practice to confirm.
+    Pending,
+    /// Being confirmed (a payment in progress).
+    Processing,
+    /// Booked.
+    Confirmed,
+    /// Not booked after all: it holds no slot.
+    Failed,
+}
+
+impl BookingStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BookingStatus::Pending => "pending",
+            BookingStatus::Processing => "processing",
+            BookingStatus::Confirmed => "confirmed",
+            BookingStatus::Failed => "failed",
+        }
+    }
+
+    /// The status as stored; an unknown value reads as confirmed.
+    pub fn of(stored: &str) -> BookingStatus {
+        match stored {
+            "pending" => BookingStatus::Pending,
+            "processing" => BookingStatus::Processing,
+            "failed" => BookingStatus::Failed,
+            _ => BookingStatus::Confirmed,
+        }
+    }
+}
+
+/// A metadata entry of a booking: a key and its value, set by an integration.
+#[derive(SimpleObject)]
+pub struct MetadataEntry {
+    /// The key: at most 40 characters.
+    pub key: String,
+    /// The value: at most 500 characters.
+    pub value: Option<String>,
+}
+
+/// When the patient reached each stage of their visit; null for a stage not reached.
+#[derive(SimpleObject)]
+pub struct Journey {
+    /// When the patient arrived.
+    pub arrived: Option<DateTime>,
+    /// When the consultation began.
+    pub consultation: Option<DateTime>,
+    /// When the patient left.
+    pub departed: Option<DateTime>,
+    /// When the patient was recorded as not attending.
+    pub dna: Option<DateTime>,
+}
+
+/// Which messages a booking was flagged to send (practice-api sends none itself).
+#[derive(SimpleObject)]
+pub struct SendPatientMessages {
+    /// A confirmation when it was booked.
+    pub confirmation: Option<bool>,
+    /// A reminder before it.
+    pub reminder: Option<bool>,
+    /// A follow-up after it.
+    pub followup: Option<bool>,
+    /// A message when it was cancelled.
+    pub cancellation: Option<bool>,
+}
+
 /// A page of bookings.
 #[derive(SimpleObject)]
 pub struct BookingData {
@@ -208,6 +280,55 @@ impl Booking {
     /// True once the booking is cancelled (deleteBooking); it is kept, and frees its slot.
     async fn deleted(&self) -> Option<bool> {
         Some(self.0.cancelled_at.is_some())
+    }
+    /// Where the booking stands: pending, processing, confirmed (the default) or failed (it
+    /// holds no slot).
+    async fn status(&self) -> Option<BookingStatus> {
+        Some(BookingStatus::of(&self.0.fields.status))
+    }
+    /// The booking's metadata entries, in the order they were first set (at most 50).
+    async fn metadata(&self) -> Option<Vec<Option<MetadataEntry>>> {
+        Some(
+            self.0
+                .metadata()
+                .into_iter()
+                .map(|(key, value)| {
+                    Some(MetadataEntry {
+                        key,
+                        value: Some(value),
+                    })
+                })
+                .collect(),
+        )
+    }
+    /// When the patient reached each stage of their visit.
+    async fn booking_journey(&self) -> Option<Journey> {
+        let j = &self.0.journey;
+        let at = |ms: Option<i64>| ms.map(DateTime::from_ms);
+        Some(Journey {
+            arrived: at(j.arrived_at),
+            consultation: at(j.consultation_at),
+            departed: at(j.departed_at),
+            dna: at(j.dna_at),
+        })
+    }
+    /// Which messages the booking was flagged to send.
+    async fn patient_messages_sent(&self) -> Option<SendPatientMessages> {
+        let f = &self.0.fields;
+        Some(SendPatientMessages {
+            confirmation: Some(f.send_confirmation != 0),
+            reminder: Some(f.send_reminder != 0),
+            followup: Some(f.send_followup != 0),
+            cancellation: Some(self.0.send_cancellation != 0),
+        })
+    }
+    /// A link to the video consultation, if it is one.
+    async fn video_url(&self) -> Option<&str> {
+        self.0.fields.video_url.as_deref()
+    }
+    /// Whether the booking was billed.
+    async fn billed(&self) -> Option<bool> {
+        Some(self.0.fields.billed != 0)
     }
     /// Why the booking was cancelled.
     async fn cancellation_reason(&self) -> Option<&str> {

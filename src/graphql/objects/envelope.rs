@@ -165,6 +165,7 @@ fn sentence(refusal: &Refusal) -> String {
         }
         Refusal::OwnAccount => "You cannot disable your own account".into(),
         Refusal::UserDisabled => "This staff user is disabled: enable them first".into(),
+        Refusal::NoMetadataKey(key) => format!("This booking has no metadata with key \"{key}\""),
         Refusal::PracticeHasStaff => {
             "This practice has staff already: sign in, or ask an admin for an account".into()
         }
@@ -177,6 +178,9 @@ fn sentence(refusal: &Refusal) -> String {
                 Bound::Locations => format!("A practice has at most {max} locations"),
                 Bound::AppointmentTypes => {
                     format!("A practice has at most {max} appointment types")
+                }
+                Bound::MetadataEntries => {
+                    format!("A booking has at most {max} metadata entries: delete one first")
                 }
                 Bound::ApiTokens => format!(
                     "A practice has at most {max} API tokens that are neither revoked nor \

@@ -18,7 +18,7 @@ mod user;
 mod webhook;
 
 pub use audit_event::AuditEventData;
-pub use booking::BookingData;
+pub use booking::{BookingData, BookingStatus};
 pub use envelope::{ResponsePayload, envelope, refusal, unselected};
 pub use event::{Event, EventFeed, EventIdentifiers};
 pub use label::{Label, LabelData};

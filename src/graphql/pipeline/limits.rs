@@ -18,7 +18,8 @@ use async_graphql::{Name, Positioned, Value as ConstValue, Variables};
 
 use crate::domain::limits::{
     MAX_API_TOKENS, MAX_APPOINTMENT_TYPES, MAX_LABELS_PER_PATIENT, MAX_LOCATIONS,
-    MAX_PATIENT_BOOKINGS, MAX_SEARCH_MATCHES, MAX_SESSIONS_LISTED, MIN_INDEXED_SEARCH_CHARS,
+    MAX_METADATA_ENTRIES, MAX_PATIENT_BOOKINGS, MAX_SEARCH_MATCHES, MAX_SESSIONS_LISTED,
+    MIN_INDEXED_SEARCH_CHARS,
 };
 use crate::graphql::events::DEFAULT_FEED_LIMIT;
 use crate::graphql::pagination::DEFAULT_PAGE_SIZE;
@@ -142,6 +143,7 @@ const WEIGHTS: &[(&str, &str, Weight)] = &[
     ("Patient", "phones", Weight::AtMost(1)),
     ("Patient", "bookings", Weight::AtMost(MAX_PATIENT_BOOKINGS)),
     ("User", "bookings", Weight::PageSize),
+    ("Booking", "metadata", Weight::AtMost(MAX_METADATA_ENTRIES)),
     // The items of a page: the field that returned the page weighed them.
     ("PatientData", "data", Weight::AtMost(1)),
     ("BookingData", "data", Weight::AtMost(1)),
