@@ -83,6 +83,14 @@ fn say(refusal: &Refusal) -> String {
         Refusal::UserDisabled => "the staff user is disabled: enable them first".into(),
         Refusal::PracticeHasStaff => "the practice has staff already".into(),
         Refusal::NoMetadataKey(key) => format!("the booking has no metadata key {key:?}"),
+        Refusal::NumberAlreadyOnPatient => "the patient has this number already".into(),
+        Refusal::AccessGroupAlreadyOnPatient => {
+            "the patient is in this access group already".into()
+        }
+        Refusal::NoMembership => "the patient has no membership".into(),
+        Refusal::RelatedToItself => "a patient cannot be related to themselves".into(),
+        Refusal::PatientOnHold => "the patient is on hold".into(),
+        Refusal::PatientArchived => "the patient is archived".into(),
         Refusal::TooMany(bound) => format!(
             "the practice is at its bound of {} {}",
             bound.max(),
@@ -92,6 +100,11 @@ fn say(refusal: &Refusal) -> String {
                 Bound::AppointmentTypes => "appointment types",
                 Bound::ApiTokens => "live API tokens: revoke one first",
                 Bound::MetadataEntries => "metadata entries on a booking",
+                Bound::PhonesOnPatient => "phones on a patient",
+                Bound::NumbersOnPatient => "numbers on a patient",
+                Bound::AttributesOnPatient => "custom attributes on a patient",
+                Bound::RelationshipsOnPatient => "relationships on a patient",
+                Bound::AccessGroupsOnPatient => "access groups on a patient",
             }
         ),
     }
@@ -168,6 +181,7 @@ pub async fn create_user(store: &Store, practice_id: &str, new: NewStaff<'_>) ->
                 role: role.as_str(),
                 is_doctor: new.is_doctor,
                 profile: Profile::default(),
+                access_groups: &[],
             },
             None,
         )
@@ -299,6 +313,9 @@ pub async fn revoke_token(store: &Store, id: &str) -> AdminResult<Token> {
         .await?
         .ok_or_else(|| invalid(format!("no API token with id {id}")))
 }
+
+/// Occupations demo patients have.
+const OCCUPATIONS: &[&str] = &["Teacher", "Nurse", "Engineer", "Retired", "Student", "Chef"];
 
 /// What `demo` made, for the operator.
 pub struct DemoSummary {
@@ -440,6 +457,20 @@ pub async fn demo(store: &Store, practice_id: &str, patients: usize) -> AdminRes
             phone_type: Some("mobile".into()),
             phone_number: Some(format!("07700 9{:05}", rng.random_range(0..100_000))),
             comments: None,
+            occupation: OCCUPATIONS.choose(&mut rng).map(|o| o.to_string()),
+            place_of_birth_name: CITIES.choose(&mut rng).map(|c| c.to_string()),
+            payment_reference: Some(format!("PAY-{:06}", rng.random_range(0..1_000_000))),
+            communication: Some(
+                serde_json::json!({
+                    "receive_email": true,
+                    "receive_sms": rng.random_range(0..2) == 0,
+                    "promotional_marketing": false,
+                    "payment_reminders": true,
+                    "privacy_policy": "accepted",
+                })
+                .to_string(),
+            ),
+            ..Default::default()
         };
         fields.push((patient, labels));
     }

@@ -86,6 +86,7 @@ mod tests {
             user_role: None,
             user_name: None,
             user_disabled_at: None,
+            user_access_groups: None,
         }
     }
 

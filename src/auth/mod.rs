@@ -38,6 +38,9 @@ pub struct Principal {
     pub token_id: String,
     /// When that token expires (milliseconds), if it does.
     pub expires_at: Option<i64>,
+    /// The access groups of a staff user who sees only the patients of their groups (and
+    /// those in none); None for who sees every patient: admins and API tokens.
+    pub patient_groups: Option<Vec<String>>,
 }
 
 impl Principal {
@@ -99,6 +102,7 @@ pub async fn authenticate(
     if token.expires_at.is_some_and(|at| at <= now) {
         return Err(AuthError::Expired);
     }
+    let mut patient_groups = None;
     let (actor, permissions) = if token.is_user_token() {
         if grant.user_disabled_at.is_some() {
             return Err(AuthError::Disabled);
@@ -110,6 +114,15 @@ pub async fn authenticate(
             .and_then(|r| r.parse().ok())
             .ok_or(AuthError::Invalid)?;
         let id = token.user_id.clone().ok_or(AuthError::Invalid)?;
+        if role != Role::Admin {
+            patient_groups = Some(
+                grant
+                    .user_access_groups
+                    .as_deref()
+                    .and_then(|json| serde_json::from_str(json).ok())
+                    .unwrap_or_default(),
+            );
+        }
         let actor = Actor {
             kind: ActorKind::User,
             id,
@@ -159,6 +172,7 @@ pub async fn authenticate(
         permissions,
         token_id: token.id,
         expires_at: token.expires_at,
+        patient_groups,
     })
 }
 

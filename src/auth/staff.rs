@@ -25,6 +25,8 @@ pub const SET_PASSWORD_TTL: Duration = Duration::from_secs(72 * 3600);
 pub const FIRST_ADMIN_TTL: Duration = Duration::from_secs(24 * 3600);
 /// Most medical specialties a user lists.
 pub const MAX_SPECIALTIES: usize = 20;
+/// Most access groups a staff user belongs to.
+pub const MAX_ACCESS_GROUPS_PER_USER: usize = 20;
 /// Oldest minimum treatment age that makes sense, in years.
 pub const MAX_TREATMENT_AGE: i64 = 130;
 
@@ -91,6 +93,8 @@ pub struct StaffInput {
     pub medical_specialties: Option<Vec<String>>,
     pub position_title: Option<Option<String>>,
     pub minimum_treatment_age: Option<Option<i64>>,
+    /// The access groups the user belongs to: exactly these.
+    pub access_group_ids: Option<Vec<String>>,
 }
 
 impl StaffInput {
@@ -154,7 +158,27 @@ impl StaffInput {
                 field("minimumTreatmentAge")
             )));
         }
+        let access_groups = match &self.access_group_ids {
+            Some(ids) if ids.len() > MAX_ACCESS_GROUPS_PER_USER => {
+                return Err(invalid(format!(
+                    "{} holds at most {MAX_ACCESS_GROUPS_PER_USER} ids, got {}",
+                    field("accessGroupIds"),
+                    ids.len()
+                )));
+            }
+            Some(ids) => {
+                let mut seen = std::collections::HashSet::new();
+                Some(
+                    ids.iter()
+                        .filter(|id| seen.insert(id.as_str()))
+                        .cloned()
+                        .collect(),
+                )
+            }
+            None => None,
+        };
         Ok(UserPatch {
+            access_groups,
             email,
             title: line("title", &self.title)?,
             first_name: required("firstName", &self.first_name)?,
@@ -225,6 +249,7 @@ pub async fn create_staff(
                 role,
                 is_doctor: patch.is_doctor.unwrap_or(false),
                 profile,
+                access_groups: patch.access_groups.as_deref().unwrap_or_default(),
             },
             Some(NewLink {
                 secret_hash: &made.hash,
@@ -399,6 +424,7 @@ pub async fn create_first_admin(
                 role: Role::Admin.as_str(),
                 is_doctor: false,
                 profile: Profile::default(),
+                access_groups: &[],
             },
         )
         .await??;

@@ -33,3 +33,10 @@ pub const MAX_SESSIONS_LISTED: usize = 200;
 pub const MAX_METADATA_ENTRIES: usize = 50;
 pub const MAX_METADATA_KEY_CHARS: usize = 40;
 pub const MAX_METADATA_VALUE_CHARS: usize = 500;
+
+/// Most phones, custom attributes, relationships and access groups a patient holds.
+pub const MAX_PHONES_PER_PATIENT: usize = 10;
+pub const MAX_NUMBERS_PER_PATIENT: usize = 50;
+pub const MAX_ATTRIBUTES_PER_PATIENT: usize = 50;
+pub const MAX_RELATIONSHIPS_PER_PATIENT: usize = 20;
+pub const MAX_ACCESS_GROUPS_PER_PATIENT: usize = 20;

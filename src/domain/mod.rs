@@ -24,6 +24,14 @@ pub enum Record {
     /// A one-time link that sets a password or makes a first admin.
     Link,
     Practice,
+    Phone,
+    /// A number definition of the practice ("NHS number").
+    NumberDefinition,
+    /// A patient's value for a number definition.
+    PatientNumber,
+    Attribute,
+    Relationship,
+    AccessGroup,
 }
 
 impl Record {
@@ -42,6 +50,12 @@ impl Record {
             Record::WebhookDelivery => "webhook delivery",
             Record::Link => "one-time link",
             Record::Practice => "practice",
+            Record::Phone => "phone",
+            Record::NumberDefinition => "number definition",
+            Record::PatientNumber => "patient number",
+            Record::Attribute => "custom attribute",
+            Record::Relationship => "relationship",
+            Record::AccessGroup => "access group",
         }
     }
 }
@@ -116,6 +130,18 @@ pub enum Refusal {
     PracticeHasStaff,
     /// The booking has no metadata entry with this key.
     NoMetadataKey(String),
+    /// The patient has a value for this number definition already.
+    NumberAlreadyOnPatient,
+    /// The patient is in this access group already.
+    AccessGroupAlreadyOnPatient,
+    /// The patient has no membership to remove.
+    NoMembership,
+    /// A patient is not related to itself.
+    RelatedToItself,
+    /// The patient is on hold: no new booking.
+    PatientOnHold,
+    /// The patient is archived: their record's lists change once they are brought back.
+    PatientArchived,
 }
 
 /// A bound of [`limits`] that a change would pass.
@@ -126,6 +152,11 @@ pub enum Bound {
     AppointmentTypes,
     ApiTokens,
     MetadataEntries,
+    PhonesOnPatient,
+    NumbersOnPatient,
+    AttributesOnPatient,
+    RelationshipsOnPatient,
+    AccessGroupsOnPatient,
 }
 
 impl Bound {
@@ -137,6 +168,11 @@ impl Bound {
             Bound::AppointmentTypes => limits::MAX_APPOINTMENT_TYPES,
             Bound::ApiTokens => limits::MAX_API_TOKENS,
             Bound::MetadataEntries => limits::MAX_METADATA_ENTRIES,
+            Bound::PhonesOnPatient => limits::MAX_PHONES_PER_PATIENT,
+            Bound::NumbersOnPatient => limits::MAX_NUMBERS_PER_PATIENT,
+            Bound::AttributesOnPatient => limits::MAX_ATTRIBUTES_PER_PATIENT,
+            Bound::RelationshipsOnPatient => limits::MAX_RELATIONSHIPS_PER_PATIENT,
+            Bound::AccessGroupsOnPatient => limits::MAX_ACCESS_GROUPS_PER_PATIENT,
         }
     }
 }

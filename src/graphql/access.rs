@@ -48,13 +48,19 @@ pub fn authorize_write<'c>(ctx: &Context<'c>) -> Result<PracticeStore<'c>> {
 /// The caller's practice, as the caller writes to it through this root field: every write is
 /// recorded in the audit log under the caller and the field's name.
 pub fn writer<'c>(ctx: &Context<'c>, principal: &'c Principal) -> PracticeStore<'c> {
+    reader(ctx, principal).by(Author {
+        actor: &principal.actor,
+        operation: Some(ctx.item.node.name.node.as_str()),
+        key: ctx.data_opt::<Key>(),
+    })
+}
+
+/// The caller's practice, as the caller sees it: a staff user kept to their access groups
+/// sees no patient outside them (`PracticeStore::seen_by`).
+pub fn reader<'c>(ctx: &Context<'c>, principal: &'c Principal) -> PracticeStore<'c> {
     super::store(ctx)
         .practice(&principal.practice_id)
-        .by(Author {
-            actor: &principal.actor,
-            operation: Some(ctx.item.node.name.node.as_str()),
-            key: ctx.data_opt::<Key>(),
-        })
+        .seen_by(principal.patient_groups.as_deref())
 }
 
 /// Checks that the caller may read (or write) a resource reached through a field. A

@@ -11,7 +11,7 @@ use async_graphql::{Context, ID, Object, Result, Subscription};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, watch};
 
-use super::access::authorize;
+use super::access::{authorize, reader};
 use super::error::{OrFail, bad_input, code, coded};
 use super::objects::{Event, EventFeed};
 use super::store;
@@ -130,8 +130,7 @@ impl EventQueries {
         let mut found = if types.is_empty() {
             Vec::new()
         } else {
-            store(ctx)
-                .practice(&principal.practice_id)
+            reader(ctx, principal)
                 .events_after(after, &types, limit + 1)
                 .await
                 .or_fail()?
@@ -344,15 +343,17 @@ impl Follower {
                     // subscription must not look as if it ended by itself meanwhile.
                     return std::future::pending().await;
                 }
-                if self.wanted(&event) {
+                if self.wanted(&event) && self.sees_patient(&event).await {
                     return Some(event);
                 }
                 continue;
             }
             if self.replaying {
+                let groups = self.connection.principal().patient_groups.clone();
                 let kept = self
                     .store
                     .practice(&self.practice_id)
+                    .seen_by(groups.as_deref())
                     .events_after(Some(self.last), &self.types, REPLAY_BATCH)
                     .await;
                 match kept {
@@ -414,6 +415,24 @@ impl Follower {
             return false;
         }
         self.connection.check_expiry()
+    }
+
+    /// Whether the subscriber sees the event's patient: a staff user kept to their access
+    /// groups sees no event of a patient outside them. One read per such event and such
+    /// subscriber; a read that fails sends nothing.
+    async fn sees_patient(&self, event: &StoredEvent) -> bool {
+        let principal = self.connection.principal();
+        let (Some(groups), Some(patient_id)) = (&principal.patient_groups, &event.patient_id)
+        else {
+            return true;
+        };
+        let found = self
+            .store
+            .practice(&self.practice_id)
+            .seen_by(Some(groups))
+            .find_patient(patient_id)
+            .await;
+        matches!(found, Ok(Some(_)))
     }
 
     /// Whether the subscriber asked for the event, and may read it.

@@ -12,6 +12,7 @@ use async_graphql::dataloader::{DataLoader, HashMapCache, Loader};
 use async_graphql::{Context, Result};
 
 use super::error::store_failed_ref;
+use crate::auth::Principal;
 use crate::store::{PracticeStore, Store, StoreResult};
 
 /// One kind of record loaded by id.
@@ -28,6 +29,8 @@ pub trait Batch: Send + Sync + 'static {
 pub struct ByIds<B> {
     store: Store,
     practice_id: String,
+    /// The caller's access groups, when they see only those patients.
+    patient_groups: Option<Vec<String>>,
     kind: PhantomData<fn() -> B>,
 }
 
@@ -36,9 +39,11 @@ impl<B: Batch> Loader<String> for ByIds<B> {
     type Error = Arc<crate::store::StoreError>;
 
     async fn load(&self, keys: &[String]) -> Result<HashMap<String, Self::Value>, Self::Error> {
-        B::load(self.store.practice(&self.practice_id), keys)
-            .await
-            .map_err(Arc::new)
+        let practice = self
+            .store
+            .practice(&self.practice_id)
+            .seen_by(self.patient_groups.as_deref());
+        B::load(practice, keys).await.map_err(Arc::new)
     }
 }
 
@@ -51,13 +56,14 @@ type Loaded<B> = DataLoader<ByIds<B>, HashMapCache>;
 fn with_loader<B: Batch>(
     request: async_graphql::Request,
     store: &Store,
-    practice_id: &str,
+    caller: &Principal,
     cached: bool,
 ) -> async_graphql::Request {
     let loader = DataLoader::with_cache(
         ByIds::<B> {
             store: store.clone(),
-            practice_id: practice_id.to_string(),
+            practice_id: caller.practice_id.clone(),
+            patient_groups: caller.patient_groups.clone(),
             kind: PhantomData,
         },
         tokio::spawn,
@@ -140,18 +146,19 @@ batch!(
     Labels, crate::store::labels::Label, labels_by_ids
 );
 
-/// Adds every loader to a request of a caller of `practice_id`.
+/// Adds every loader to a request of `caller`, who sees what its practice and access groups
+/// let it.
 pub fn install(
     request: async_graphql::Request,
     store: &Store,
-    practice_id: &str,
+    caller: &Principal,
     cached: bool,
 ) -> async_graphql::Request {
-    let request = with_loader::<Patients>(request, store, practice_id, cached);
-    let request = with_loader::<PatientLabels>(request, store, practice_id, cached);
-    let request = with_loader::<Users>(request, store, practice_id, cached);
-    let request = with_loader::<Locations>(request, store, practice_id, cached);
-    let request = with_loader::<Bookings>(request, store, practice_id, cached);
-    let request = with_loader::<Labels>(request, store, practice_id, cached);
-    with_loader::<AppointmentTypes>(request, store, practice_id, cached)
+    let request = with_loader::<Patients>(request, store, caller, cached);
+    let request = with_loader::<PatientLabels>(request, store, caller, cached);
+    let request = with_loader::<Users>(request, store, caller, cached);
+    let request = with_loader::<Locations>(request, store, caller, cached);
+    let request = with_loader::<Bookings>(request, store, caller, cached);
+    let request = with_loader::<Labels>(request, store, caller, cached);
+    with_loader::<AppointmentTypes>(request, store, caller, cached)
 }

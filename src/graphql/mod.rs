@@ -18,6 +18,7 @@ mod pagination;
 mod patients;
 pub mod pipeline;
 mod read_log;
+mod record;
 pub mod scalars;
 mod staff;
 mod tokens;
@@ -53,6 +54,7 @@ pub struct Mutation(
     staff::StaffMutations,
     users::PracticeMutations,
     patients::PatientMutations,
+    record::RecordMutations,
     bookings::BookingMutations,
     locations::LocationMutations,
     labels::LabelMutations,

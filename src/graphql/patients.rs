@@ -2,18 +2,29 @@
 
 use async_graphql::{Context, ID, InputObject, MaybeUndefined, Object, Result};
 
-use super::access::{authorize, authorize_write};
+use super::access::{authorize, authorize_write, reader, writer};
 use super::error::{OrFail, bad_input};
 use super::input::{MAX_LINE_CHARS, MAX_TEXT_CHARS, email, optional_text, required_text};
 use super::loaders;
+use super::objects::record::{PatientArchiveReason, PatientUnarchiveReason, enum_name};
 use super::objects::{PageInfo, Patient, PatientData, ResponsePayload, envelope, items};
 use super::options::QueryOptions;
 use super::pagination::Pagination;
+use super::record::{
+    self, AddCustomAttributeData, InsInput, PatientCommunicationPreferencesInput, PlaceOfBirthInput,
+};
 use super::scalars::Date;
-use super::store;
 use crate::auth::OperationKind;
-use crate::domain::limits::{MAX_LABELS_PER_PATIENT, MAX_SEARCH_MATCHES};
+use crate::domain::limits::{
+    MAX_ATTRIBUTES_PER_PATIENT, MAX_LABELS_PER_PATIENT, MAX_SEARCH_MATCHES,
+};
+use crate::store::patient_record::AttributeEntry;
 use crate::store::patients::{PatientFields, PatientFilter, PatientPatch};
+
+/// A part of the record kept as JSON (INS, communication preferences).
+fn store_json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
 
 /// Longest search string.
 const MAX_SEARCH_CHARS: usize = 100;
@@ -23,10 +34,11 @@ const MAX_SEARCH_CHARS: usize = 100;
 pub struct CreatePatientDataInput {
     /// Form of address, e.g. "Mrs".
     pub title: Option<String>,
-    /// First name. Required, not blank.
-    pub first: String,
-    /// Last name. Required, not blank.
-    pub last: String,
+    /// First name; not blank when given. A patient needs a first name, a last name or an
+    /// email.
+    pub first: Option<String>,
+    /// Last name; not blank when given.
+    pub last: Option<String>,
     /// Email address.
     pub email: Option<String>,
     /// Date of birth; not in the future.
@@ -51,6 +63,29 @@ pub struct CreatePatientDataInput {
     pub labels: Option<Vec<ID>>,
     /// Free-text notes.
     pub comments: Option<String>,
+    /// Surname at birth.
+    pub birth_surname: Option<String>,
+    /// First name at birth.
+    pub birth_name: Option<String>,
+    /// Every given name at birth.
+    pub birth_names: Option<String>,
+    /// Where the patient was born.
+    pub place_of_birth: Option<PlaceOfBirthInput>,
+    /// Social security number: 5 to 30 letters and digits, spaces and hyphens allowed between
+    /// them.
+    pub social_security_number: Option<String>,
+    /// The reference the patient's payments carry.
+    pub payment_reference: Option<String>,
+    /// The patient's id in Google (an integration's).
+    pub google_client_id: Option<String>,
+    /// The patient's occupation.
+    pub occupation: Option<String>,
+    /// True to put the patient on hold: they cannot be booked. Default false.
+    pub on_hold: Option<bool>,
+    /// How the patient agreed to be contacted.
+    pub communication_preferences: Option<PatientCommunicationPreferencesInput>,
+    /// Custom attributes (at most 50).
+    pub custom_attributes: Option<Vec<AddCustomAttributeData>>,
 }
 
 /// Changes to a patient. An omitted field is left as it is; null clears it (first and last
@@ -87,6 +122,28 @@ pub struct UpdatePatientDataInput {
     pub labels: Option<Vec<ID>>,
     /// Free-text notes.
     pub comments: MaybeUndefined<String>,
+    /// Surname at birth.
+    pub birth_surname: MaybeUndefined<String>,
+    /// First name at birth.
+    pub birth_name: MaybeUndefined<String>,
+    /// Every given name at birth.
+    pub birth_names: MaybeUndefined<String>,
+    /// Where the patient was born; null clears it.
+    pub place_of_birth: MaybeUndefined<PlaceOfBirthInput>,
+    /// Social security number.
+    pub social_security_number: MaybeUndefined<String>,
+    /// The reference the patient's payments carry.
+    pub payment_reference: MaybeUndefined<String>,
+    /// The patient's id in Google.
+    pub google_client_id: MaybeUndefined<String>,
+    /// The patient's occupation.
+    pub occupation: MaybeUndefined<String>,
+    /// True to put the patient on hold (no booking), false to take them off.
+    pub on_hold: Option<bool>,
+    /// How the patient agreed to be contacted; null clears it.
+    pub communication_preferences: MaybeUndefined<PatientCommunicationPreferencesInput>,
+    /// The patient's INS; null clears it.
+    pub ins: MaybeUndefined<InsInput>,
 }
 
 /// A single line of text of `patientData`, checked.
@@ -137,12 +194,55 @@ fn label_ids(ids: Vec<ID>) -> Result<Vec<String>> {
 }
 
 impl CreatePatientDataInput {
-    fn into_fields(self) -> Result<(PatientFields, Vec<String>)> {
+    fn into_fields(
+        self,
+        ins_data: Option<InsInput>,
+    ) -> Result<(PatientFields, Vec<String>, Vec<AttributeEntry>)> {
+        let first = self.first.map(|f| name("first", f)).transpose()?;
+        let last = self.last.map(|l| name("last", l)).transpose()?;
+        let email = patient_email(self.email)?;
+        if first.is_none() && last.is_none() && email.is_none() {
+            return Err(bad_input(
+                "patientData needs a first name, a last name or an email",
+            ));
+        }
+        let attributes = self.custom_attributes.unwrap_or_default();
+        if attributes.len() > MAX_ATTRIBUTES_PER_PATIENT {
+            return Err(bad_input(format!(
+                "patientData.customAttributes holds at most {MAX_ATTRIBUTES_PER_PATIENT} \
+                 entries, got {}",
+                attributes.len()
+            )));
+        }
+        let attributes = attributes
+            .into_iter()
+            .map(|a| record::attribute("patientData.customAttributes", a))
+            .collect::<Result<Vec<_>>>()?;
+        let place = self.place_of_birth;
         let fields = PatientFields {
             title: line("title")(self.title)?,
-            first_name: name("first", self.first)?,
-            last_name: name("last", self.last)?,
-            email: patient_email(self.email)?,
+            first_name: first.unwrap_or_default(),
+            last_name: last.unwrap_or_default(),
+            email,
+            birth_surname: line("birthSurname")(self.birth_surname)?,
+            birth_name: line("birthName")(self.birth_name)?,
+            birth_names: line("birthNames")(self.birth_names)?,
+            place_of_birth_name: line("placeOfBirth.name")(place.clone().and_then(|p| p.name))?,
+            place_of_birth_code: line("placeOfBirth.code")(place.and_then(|p| p.code))?,
+            social_security_number: record::social_security_number(self.social_security_number)?,
+            payment_reference: line("paymentReference")(self.payment_reference)?,
+            google_client_id: line("googleClientId")(self.google_client_id)?,
+            occupation: line("occupation")(self.occupation)?,
+            on_hold: i64::from(self.on_hold.unwrap_or(false)),
+            communication: self
+                .communication_preferences
+                .map(record::communication)
+                .transpose()?
+                .map(|c| store_json(&c)),
+            ins: ins_data
+                .map(record::ins)
+                .transpose()?
+                .map(|i| store_json(&i)),
             dob: dob(self.dob)?,
             gender: line("gender")(self.gender)?,
             sex: line("sex")(self.sex)?,
@@ -154,7 +254,11 @@ impl CreatePatientDataInput {
             phone_number: line("phoneNumber")(self.phone_number)?,
             comments: notes(self.comments)?,
         };
-        Ok((fields, label_ids(self.labels.unwrap_or_default())?))
+        Ok((
+            fields,
+            label_ids(self.labels.unwrap_or_default())?,
+            attributes,
+        ))
     }
 }
 
@@ -217,6 +321,72 @@ impl UpdatePatientDataInput {
             f.phone_number = v
         })?;
         change(&mut p, self.comments, notes, |f, v| f.comments = v)?;
+        let birth_surname = line("birthSurname");
+        change(&mut p, self.birth_surname, birth_surname, |f, v| {
+            f.birth_surname = v
+        })?;
+        change(&mut p, self.birth_name, line("birthName"), |f, v| {
+            f.birth_name = v
+        })?;
+        change(&mut p, self.birth_names, line("birthNames"), |f, v| {
+            f.birth_names = v
+        })?;
+        change(
+            &mut p,
+            self.place_of_birth,
+            |place| {
+                let place = place.map(|p| (p.name, p.code)).unwrap_or_default();
+                Ok(Some((
+                    line("placeOfBirth.name")(place.0)?,
+                    line("placeOfBirth.code")(place.1)?,
+                )))
+            },
+            |f, v| {
+                let (name, code) = v.unwrap_or_default();
+                f.place_of_birth_name = name;
+                f.place_of_birth_code = code;
+            },
+        )?;
+        change(
+            &mut p,
+            self.social_security_number,
+            record::social_security_number,
+            |f, v| f.social_security_number = v,
+        )?;
+        let payment_reference = line("paymentReference");
+        change(&mut p, self.payment_reference, payment_reference, |f, v| {
+            f.payment_reference = v
+        })?;
+        let google_client_id = line("googleClientId");
+        change(&mut p, self.google_client_id, google_client_id, |f, v| {
+            f.google_client_id = v
+        })?;
+        change(&mut p, self.occupation, line("occupation"), |f, v| {
+            f.occupation = v
+        })?;
+        if let Some(on_hold) = self.on_hold {
+            p.set(move |f| f.on_hold = i64::from(on_hold));
+        }
+        change(
+            &mut p,
+            self.communication_preferences,
+            |c| {
+                c.map(record::communication)
+                    .transpose()
+                    .map(|c| c.map(|c| store_json(&c)))
+            },
+            |f, v| f.communication = v,
+        )?;
+        change(
+            &mut p,
+            self.ins,
+            |i| {
+                i.map(record::ins)
+                    .transpose()
+                    .map(|i| i.map(|i| store_json(&i)))
+            },
+            |f, v| f.ins = v,
+        )?;
         Ok(p)
     }
 }
@@ -235,11 +405,7 @@ impl PatientQueries {
         #[graphql(desc = "The patient's id.")] id: ID,
     ) -> Result<Option<Patient>> {
         let principal = authorize(ctx, OperationKind::Query)?;
-        let found = store(ctx)
-            .practice(&principal.practice_id)
-            .find_patient(&id)
-            .await
-            .or_fail()?;
+        let found = reader(ctx, principal).find_patient(&id).await.or_fail()?;
         Ok(found.map(|p| Patient::read(ctx, p)))
     }
 
@@ -268,8 +434,7 @@ impl PatientQueries {
             created: options.created_at.map(|r| r.bounds()).transpose()?,
             updated: options.updated_at.map(|r| r.bounds()).transpose()?,
         };
-        let Ok(result) = store(ctx)
-            .practice(&principal.practice_id)
+        let Ok(result) = reader(ctx, principal)
             .list_patients(&filter, page)
             .await
             .or_fail()?
@@ -299,11 +464,15 @@ impl PatientMutations {
     async fn create_patient(
         &self,
         ctx: &Context<'_>,
+        #[graphql(desc = "The patient's INS (France).")] ins_data: Option<InsInput>,
         #[graphql(desc = "The new patient's data.")] patient_data: CreatePatientDataInput,
     ) -> Result<Option<ResponsePayload<Patient>>> {
         let practice = authorize_write(ctx)?;
-        let (fields, labels) = patient_data.into_fields()?;
-        let change = practice.create_patient(fields, &labels).await.or_fail()?;
+        let (fields, labels, attributes) = patient_data.into_fields(ins_data)?;
+        let change = practice
+            .create_patient(fields, &labels, attributes)
+            .await
+            .or_fail()?;
         envelope(ctx, change, Patient)
     }
 
@@ -336,33 +505,44 @@ impl PatientMutations {
         envelope(ctx, change, Patient)
     }
 
-    /// Archives a patient: kept, but left out of lists unless asked for. Needs
-    /// `patients:write`.
+    /// Archives a patient: kept, but left out of lists unless asked for; who did it is
+    /// recorded (Patient.archivedInfo). Needs `patients:write`.
     async fn archive_patient(
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "The patient's id.")] id: ID,
-        #[graphql(desc = "Why the patient is archived.")] reason: Option<String>,
+        #[graphql(desc = "Why, as one of the reasons.")] archive_reason: Option<
+            PatientArchiveReason,
+        >,
+        #[graphql(desc = "Why, in free text (archiveReason is preferred).")] reason: Option<String>,
         #[graphql(desc = "Free-text comments.")] comments: Option<String>,
     ) -> Result<Option<ResponsePayload<Patient>>> {
-        let practice = authorize_write(ctx)?;
-        let reason = optional_text("reason", reason, MAX_LINE_CHARS)?;
+        let principal = authorize(ctx, OperationKind::Mutation)?;
+        let reason = match archive_reason {
+            Some(reason) => Some(enum_name(reason).to_string()),
+            None => optional_text("reason", reason, MAX_LINE_CHARS)?,
+        };
         let comments = optional_text("comments", comments, MAX_TEXT_CHARS)?;
-        let change = practice
-            .archive_patient(&id, reason, comments)
+        let change = writer(ctx, principal)
+            .archive_patient(&id, reason, comments, principal.user_id())
             .await
             .or_fail()?;
         envelope(ctx, change, Patient)
     }
 
-    /// Brings an archived patient back. Needs `patients:write`.
+    /// Brings an archived patient back, with why. Needs `patients:write`.
     async fn unarchive_patient(
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "The patient's id.")] id: ID,
+        #[graphql(desc = "Why the patient is brought back.")] unarchive_reason: Option<
+            PatientUnarchiveReason,
+        >,
     ) -> Result<Option<ResponsePayload<Patient>>> {
-        let change = authorize_write(ctx)?
-            .unarchive_patient(&id)
+        let principal = authorize(ctx, OperationKind::Mutation)?;
+        let reason = unarchive_reason.map(|r| enum_name(r).to_string());
+        let change = writer(ctx, principal)
+            .unarchive_patient(&id, reason, principal.user_id())
             .await
             .or_fail()?;
         envelope(ctx, change, Patient)

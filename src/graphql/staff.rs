@@ -40,6 +40,9 @@ pub struct CreateUserInput {
     pub position_title: Option<String>,
     /// The youngest patient age they treat, in years (0 to 130).
     pub minimum_treatment_age: Option<i32>,
+    /// The access groups they belong to (at most 20): unless an admin, they see only the
+    /// patients of these groups and those in none.
+    pub access_group_ids: Option<Vec<ID>>,
 }
 
 /// A change to a staff user: the fields given are changed, the others kept; null clears the
@@ -71,6 +74,9 @@ pub struct UpdateUserInput {
     pub position_title: MaybeUndefined<String>,
     /// The youngest patient age they treat, in years (0 to 130).
     pub minimum_treatment_age: MaybeUndefined<i32>,
+    /// The access groups they belong to become exactly these; [] (or null) takes them out of
+    /// every group.
+    pub access_group_ids: MaybeUndefined<Vec<ID>>,
 }
 
 /// An optional field of an update: undefined keeps, null clears, a value sets.
@@ -97,6 +103,9 @@ impl From<CreateUserInput> for StaffInput {
             medical_specialties: input.medical_specialties,
             position_title: input.position_title.map(Some),
             minimum_treatment_age: input.minimum_treatment_age.map(|a| Some(i64::from(a))),
+            access_group_ids: input
+                .access_group_ids
+                .map(|ids| ids.into_iter().map(|id| id.0).collect()),
         }
     }
 }
@@ -116,6 +125,8 @@ impl From<UpdateUserInput> for StaffInput {
             medical_specialties: patch(input.medical_specialties).map(Option::unwrap_or_default),
             position_title: patch(input.position_title),
             minimum_treatment_age: patch(input.minimum_treatment_age).map(|age| age.map(i64::from)),
+            access_group_ids: patch(input.access_group_ids)
+                .map(|ids| ids.unwrap_or_default().into_iter().map(|id| id.0).collect()),
         }
     }
 }

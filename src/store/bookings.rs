@@ -263,9 +263,34 @@ impl PracticeStore<'_> {
     ) -> StoreResult<Page<Booking>> {
         let mut args = Args::default();
         let mut sql = format!(
-            "SELECT {} FROM bookings WHERE practice_id = $1",
-            *BOOKING_COLUMNS
+            "SELECT {} FROM bookings WHERE practice_id = $1{}",
+            *BOOKING_COLUMNS,
+            self.booking_conditions(filter, &mut args)
         );
+        let (limit, offset) = (args.add(page.limit()), args.add(page.offset()));
+        sql += &format!(" ORDER BY start_at, id LIMIT {limit} OFFSET {offset}");
+        let query = args.bind(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id));
+        let rows = query.fetch_all(self.read()).await?;
+        Ok(page.finish(rows))
+    }
+
+    /// How many bookings match `filter`, for a page that tells its total.
+    pub async fn count_bookings(&self, filter: &BookingFilter) -> StoreResult<i64> {
+        let mut args = Args::default();
+        let sql = format!(
+            "SELECT COUNT(*) FROM bookings WHERE practice_id = $1{}",
+            self.booking_conditions(filter, &mut args)
+        );
+        let (count,): (i64,) = args
+            .bind(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id))
+            .fetch_one(self.read())
+            .await?;
+        Ok(count)
+    }
+
+    /// The conditions of `filter`, each beginning with AND, their values added to `args`.
+    fn booking_conditions(&self, filter: &BookingFilter, args: &mut Args) -> String {
+        let mut sql = String::new();
         if let Some(doctor) = &filter.doctor_id {
             sql += &format!(" AND doctor_id = {}", args.add(doctor));
         }
@@ -292,12 +317,8 @@ impl PracticeStore<'_> {
             }
             sql += ")";
         }
-        sql += &time_filters(&mut args, filter.created, filter.updated);
-        let (limit, offset) = (args.add(page.limit()), args.add(page.offset()));
-        sql += &format!(" ORDER BY start_at, id LIMIT {limit} OFFSET {offset}");
-        let query = args.bind(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id));
-        let rows = query.fetch_all(self.read()).await?;
-        Ok(page.finish(rows))
+        sql += &time_filters(args, filter.created, filter.updated);
+        sql
     }
 
     /// Books a patient with a doctor. Denied, with nothing written, if its times are not a
@@ -315,6 +336,9 @@ impl PracticeStore<'_> {
             updated_at: now,
             ..Booking::default()
         };
+        if let Err(hidden) = self.check_visible(&booking.fields.patient_id).await? {
+            return Ok(Err(hidden.into()));
+        }
         let mut tx = self.begin_write().await?;
         if let Err(refusal) = self
             .check_references(&mut tx, &booking.fields, None)
@@ -452,6 +476,11 @@ impl PracticeStore<'_> {
         if let Err(invalid) = check_booking_times(booking.fields.start_at, booking.fields.end_at) {
             return Ok(Err(invalid.into()));
         }
+        if booking.fields.patient_id != before.fields.patient_id
+            && let Err(hidden) = self.check_visible(&booking.fields.patient_id).await?
+        {
+            return Ok(Err(hidden.into()));
+        }
         if let Err(refusal) = self
             .check_references(&mut tx, &booking.fields, Some(&before.fields))
             .await?
@@ -513,9 +542,9 @@ impl PracticeStore<'_> {
         if changed(&fields.patient_id, |b| &b.patient_id) {
             // A no-op update holds the patient's row to the end of the transaction, so that it
             // cannot be archived or deleted between this check and the booking's insert.
-            let row: Option<(Option<i64>, Option<i64>)> = sqlx::query_as(
+            let row: Option<(Option<i64>, Option<i64>, i64)> = sqlx::query_as(
                 "UPDATE patients SET updated_at = updated_at WHERE practice_id = $1 AND id = $2 \
-                 RETURNING archived_at, deleted_at",
+                 RETURNING archived_at, deleted_at, on_hold",
             )
             .bind(self.practice_id)
             .bind(&fields.patient_id)
@@ -528,13 +557,16 @@ impl PracticeStore<'_> {
                         fields.patient_id.clone(),
                     )));
                 }
-                Some((_, Some(_))) => {
+                Some((_, Some(_), _)) => {
                     return Ok(Err(Refusal::PatientCannotBeBooked(PatientState::Deleted)));
                 }
-                Some((Some(_), None)) => {
+                Some((Some(_), None, _)) => {
                     return Ok(Err(Refusal::PatientCannotBeBooked(PatientState::Archived)));
                 }
-                Some((None, None)) => {}
+                Some((None, None, on_hold)) if on_hold != 0 => {
+                    return Ok(Err(Refusal::PatientOnHold));
+                }
+                Some((None, None, _)) => {}
             }
         }
         if changed(&fields.doctor_id, |b| &b.doctor_id) {

@@ -23,6 +23,19 @@ pub const EVENT_TYPES: &[&str] = &[
     "patient.unarchived",
     "patient.label.added",
     "patient.label.removed",
+    "patient.phone.added",
+    "patient.phone.updated",
+    "patient.phone.removed",
+    "patient.number.added",
+    "patient.number.updated",
+    "patient.number.removed",
+    "patient.customAttribute.added",
+    "patient.customAttribute.updated",
+    "patient.customAttribute.removed",
+    "patient.relationship.added",
+    "patient.relationship.updated",
+    "patient.relationship.removed",
+    "patient.membership.updated",
     "booking.created",
     "booking.updated",
     "booking.deleted",
@@ -130,6 +143,20 @@ fn event_of(write: &AuditEvent<'_>) -> Option<[Option<String>; 6]> {
         ("patient", "delete") => "patient.deleted",
         ("patient", "archive") => "patient.archived",
         ("patient", "unarchive") => "patient.unarchived",
+        ("patient", "phone_added") => "patient.phone.added",
+        ("patient", "phone_updated") => "patient.phone.updated",
+        ("patient", "phone_removed") => "patient.phone.removed",
+        ("patient", "number_added") => "patient.number.added",
+        ("patient", "number_updated") => "patient.number.updated",
+        ("patient", "number_removed") => "patient.number.removed",
+        ("patient", "attribute_added") => "patient.customAttribute.added",
+        ("patient", "attribute_updated") => "patient.customAttribute.updated",
+        ("patient", "attribute_removed") => "patient.customAttribute.removed",
+        ("patient", "relationship_added") => "patient.relationship.added",
+        ("patient", "relationship_updated") => "patient.relationship.updated",
+        ("patient", "relationship_removed") => "patient.relationship.removed",
+        ("patient", "membership_updated" | "membership_removed") => "patient.membership.updated",
+        ("patient", "access_group_added" | "access_group_removed") => "patient.updated",
         ("label", "add_label") => "patient.label.added",
         ("label", "remove_label") => "patient.label.removed",
         ("label", "create") => "label.created",
@@ -232,21 +259,34 @@ impl PracticeStore<'_> {
         limit: u32,
     ) -> StoreResult<Vec<StoredEvent>> {
         let after = after.unwrap_or(Position { tx: -1, id: -1 });
+        // A viewer kept to their access groups sees no event of a patient outside them.
+        let hidden = match self.viewer {
+            None => String::new(),
+            Some(_) => format!(
+                " AND (events.patient_id IS NULL OR EXISTS (SELECT 1 FROM patients \
+                 WHERE patients.practice_id = events.practice_id \
+                 AND patients.id = events.patient_id{}))",
+                self.visible_patients_at("patients", "$6")
+            ),
+        };
         let sql = format!(
             "SELECT {EVENT_COLUMNS} FROM events WHERE practice_id = $1 \
-             AND (tx_id > $2 OR (tx_id = $2 AND id > $3)) AND event_type {} AND {} \
+             AND (tx_id > $2 OR (tx_id = $2 AND id > $3)) AND event_type {} AND {}{hidden} \
              ORDER BY tx_id, id LIMIT $5",
             self.store.engine.in_list(4),
             self.store.engine.visible_events()
         );
-        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        let query = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(self.practice_id)
             .bind(after.tx)
             .bind(after.id)
             .bind(super::json_list(types))
-            .bind(i64::from(limit))
-            .fetch_all(self.read())
-            .await?)
+            .bind(i64::from(limit));
+        let query = match self.viewer {
+            Some(groups) => query.bind(super::json_list(groups)),
+            None => query,
+        };
+        Ok(query.fetch_all(self.read()).await?)
     }
 
     /// The first position the log still holds of this practice: a cursor before it asks for

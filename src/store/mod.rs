@@ -15,6 +15,7 @@ pub mod events;
 pub mod idempotency;
 pub mod labels;
 pub mod locations;
+pub mod patient_record;
 pub mod patients;
 pub mod practices;
 mod row;
@@ -265,6 +266,7 @@ impl Store {
             store: self,
             practice_id,
             author: None,
+            viewer: None,
         }
     }
 
@@ -357,9 +359,51 @@ pub struct PracticeStore<'a> {
     store: &'a Store,
     practice_id: &'a str,
     author: Option<audit::Author<'a>>,
+    /// The access groups of the staff user reading, when they see only the patients of their
+    /// groups (and those in none); None sees every patient (admins, API tokens, the operator).
+    viewer: Option<&'a [String]>,
 }
 
 impl<'a> PracticeStore<'a> {
+    /// The store as a staff user of these access groups sees it: a patient in other groups
+    /// (and none of theirs) does not exist for them, in any read or write of patients. None
+    /// sees every patient.
+    pub fn seen_by(self, groups: Option<&'a [String]>) -> PracticeStore<'a> {
+        PracticeStore {
+            viewer: groups,
+            ..self
+        }
+    }
+
+    /// The condition that keeps the patients of `alias` (a table or alias of `patients`) to
+    /// those the viewer sees, with its parameter added to `args`; empty for a viewer who sees
+    /// every patient.
+    fn visible_patients(&self, args: &mut Args, alias: &str) -> String {
+        let Some(groups) = self.viewer else {
+            return String::new();
+        };
+        let theirs = args.add(json_list(groups).as_str());
+        self.visible_patients_at(alias, &theirs)
+    }
+
+    /// [`PracticeStore::visible_patients`] with the viewer's groups at placeholder `param`.
+    pub(crate) fn visible_patients_at(&self, alias: &str, param: &str) -> String {
+        let (of_patient, of_viewer) = match self.store.engine {
+            Engine::Sqlite => (
+                format!("json_each({alias}.access_groups) AS pg"),
+                format!("SELECT value FROM json_each({param})"),
+            ),
+            Engine::Postgres => (
+                format!("json_array_elements_text({alias}.access_groups::json) AS pg(value)"),
+                format!("SELECT value FROM json_array_elements_text({param}::json) AS vg(value)"),
+            ),
+        };
+        format!(
+            " AND ({alias}.access_groups = '[]' OR EXISTS (SELECT 1 FROM {of_patient} \
+             WHERE pg.value IN ({of_viewer})))"
+        )
+    }
+
     /// The practice this store is scoped to.
     pub fn practice_id(&self) -> &'a str {
         self.practice_id

@@ -23,9 +23,23 @@ pub struct Patient {
     pub archived_at: Option<i64>,
     pub archive_reason: Option<String>,
     pub archive_comments: Option<String>,
+    /// The staff user who archived the patient, if a staff user did.
+    pub archived_by: Option<String>,
+    pub unarchived_at: Option<i64>,
+    pub unarchived_by: Option<String>,
+    pub unarchive_reason: Option<String>,
     pub deleted_at: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
+    pub membership_name: Option<String>,
+    /// An ISO 8601 date.
+    pub membership_start_date: Option<String>,
+    /// JSON lists: see `patient_record`.
+    pub phones: String,
+    pub numbers: String,
+    pub attributes: String,
+    pub relationships: String,
+    pub access_groups: String,
 }
 
 /// The fields of a patient that staff edit. `dob` is an ISO 8601 date.
@@ -45,6 +59,20 @@ pub struct PatientFields {
     pub phone_type: Option<String>,
     pub phone_number: Option<String>,
     pub comments: Option<String>,
+    pub birth_surname: Option<String>,
+    pub birth_name: Option<String>,
+    pub birth_names: Option<String>,
+    pub place_of_birth_name: Option<String>,
+    pub place_of_birth_code: Option<String>,
+    pub social_security_number: Option<String>,
+    pub google_client_id: Option<String>,
+    pub payment_reference: Option<String>,
+    pub occupation: Option<String>,
+    /// A patient on hold cannot be booked.
+    pub on_hold: i64,
+    /// JSON objects: see `patient_record::Ins` and `patient_record::Communication`.
+    pub ins: Option<String>,
+    pub communication: Option<String>,
 }
 
 impl Patient {
@@ -67,9 +95,32 @@ impl Patient {
             .with("phone_type", &f.phone_type)
             .with("phone_number", &f.phone_number)
             .with("comments", &f.comments)
+            .with("birth_surname", &f.birth_surname)
+            .with("birth_name", &f.birth_name)
+            .with("birth_names", &f.birth_names)
+            .with("place_of_birth_name", &f.place_of_birth_name)
+            .with("place_of_birth_code", &f.place_of_birth_code)
+            .with("social_security_number", &f.social_security_number)
+            .with("google_client_id", &f.google_client_id)
+            .with("payment_reference", &f.payment_reference)
+            .with("occupation", &f.occupation)
+            .with("on_hold", f.on_hold)
+            .with("ins", &f.ins)
+            .with("communication", &f.communication)
+            .with("membership_name", &self.membership_name)
+            .with("membership_start_date", &self.membership_start_date)
+            .with("phones", &self.phones)
+            .with("numbers", &self.numbers)
+            .with("attributes", &self.attributes)
+            .with("relationships", &self.relationships)
+            .with("access_groups", &self.access_groups)
             .with("archived_at", self.archived_at)
             .with("archive_reason", &self.archive_reason)
             .with("archive_comments", &self.archive_comments)
+            .with("archived_by", &self.archived_by)
+            .with("unarchived_at", self.unarchived_at)
+            .with("unarchived_by", &self.unarchived_by)
+            .with("unarchive_reason", &self.unarchive_reason)
             .with("deleted_at", self.deleted_at)
             .with("created_at", self.created_at)
             .with("updated_at", self.updated_at)
@@ -81,15 +132,22 @@ impl Patient {
             .with("search_text", &self.fields.search_text())
     }
 
-    /// A new patient, made now.
+    /// A new patient, made now; its phone, if it has one, the first of its list.
     fn new(fields: PatientFields, now: i64) -> Patient {
-        Patient {
+        let mut patient = Patient {
             id: new_id(),
             fields,
             created_at: now,
             updated_at: now,
+            phones: "[]".into(),
+            numbers: "[]".into(),
+            attributes: "[]".into(),
+            relationships: "[]".into(),
+            access_groups: "[]".into(),
             ..Patient::default()
-        }
+        };
+        patient.follow_first_phone();
+        patient
     }
 
     /// A deleted patient no longer changes.
@@ -210,15 +268,26 @@ const SQLITE_SEARCH: &str = "SELECT r.patient_id FROM patients_search s \
 impl PracticeStore<'_> {
     /// The patient with this id, deleted and archived ones included.
     pub async fn find_patient(&self, id: &str) -> StoreResult<Option<Patient>> {
+        let mut args = Args::default();
+        let id_param = args.add(id);
+        let visible = self.visible_patients(&mut args, "patients");
         let sql = format!(
-            "SELECT {} FROM patients WHERE practice_id = $1 AND id = $2",
+            "SELECT {} FROM patients WHERE practice_id = $1 AND id = {id_param}{visible}",
             *PATIENT_COLUMNS
         );
-        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .bind(self.practice_id)
-            .bind(id)
+        Ok(args
+            .bind(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id))
             .fetch_optional(self.read())
             .await?)
+    }
+
+    /// Refuses, as not found, a patient the viewer does not see (see
+    /// [`PracticeStore::seen_by`]): for writes, which name a patient by id.
+    pub(super) async fn check_visible(&self, id: &str) -> StoreResult<Result<(), Refusal>> {
+        if self.viewer.is_none() || self.find_patient(id).await?.is_some() {
+            return Ok(Ok(()));
+        }
+        Ok(Err(Refusal::NotFound(Record::Patient, id.to_string())))
     }
 
     /// True when the practice has a patient, deleted and archived ones included.
@@ -233,7 +302,22 @@ impl PracticeStore<'_> {
 
     /// The patients with these ids, by id (ids the practice does not have are left out).
     pub async fn patients_by_ids(&self, ids: &[String]) -> StoreResult<HashMap<String, Patient>> {
-        self.by_ids("patients", &PATIENT_COLUMNS, ids).await
+        if self.viewer.is_none() || ids.is_empty() {
+            return self.by_ids("patients", &PATIENT_COLUMNS, ids).await;
+        }
+        let visible = self.visible_patients_at("patients", "$3");
+        let sql = format!(
+            "SELECT {} FROM patients WHERE practice_id = $1 AND id {}{visible}",
+            *PATIENT_COLUMNS,
+            self.store.engine.in_list(2)
+        );
+        let rows: Vec<Patient> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .bind(json_list(ids))
+            .bind(json_list(self.viewer.unwrap_or_default()))
+            .fetch_all(self.read())
+            .await?;
+        Ok(rows.into_iter().map(|p| (p.id.clone(), p)).collect())
     }
 
     /// A page of patients, by last name then first name. A search of three characters or
@@ -269,6 +353,7 @@ impl PracticeStore<'_> {
                 args.add(pattern.as_str())
             );
         }
+        conditions += &self.visible_patients(&mut args, "patients");
         let mut sql = format!(
             "SELECT {} FROM patients WHERE practice_id = $1{conditions}",
             *PATIENT_COLUMNS
@@ -329,8 +414,10 @@ impl PracticeStore<'_> {
         &self,
         fields: PatientFields,
         label_ids: &[String],
+        attributes: Vec<super::patient_record::AttributeEntry>,
     ) -> StoreResult<Change<Patient>> {
-        let patient = Patient::new(fields, now_ms());
+        let mut patient = Patient::new(fields, now_ms());
+        patient.set_attributes(attributes);
         let mut tx = self.begin_write().await?;
         let row = patient.row();
         row.clone()
@@ -424,7 +511,11 @@ impl PracticeStore<'_> {
         labels: Option<&[String]>,
     ) -> StoreResult<Change<Patient>> {
         self.modify_patient(id, "update", labels, |p| {
+            let phone = (p.fields.phone_type.clone(), p.fields.phone_number.clone());
             patch.apply(&mut p.fields);
+            if phone != (p.fields.phone_type.clone(), p.fields.phone_number.clone()) {
+                p.follow_first_phone();
+            }
             Ok(())
         })
         .await
@@ -439,12 +530,14 @@ impl PracticeStore<'_> {
         .await
     }
 
-    /// Archives a patient, with why. Refused if it is archived already.
+    /// Archives a patient, with why, by the staff user `by` if a staff user asks. Refused if
+    /// it is archived already.
     pub async fn archive_patient(
         &self,
         id: &str,
         reason: Option<String>,
         comments: Option<String>,
+        by: Option<&str>,
     ) -> StoreResult<Change<Patient>> {
         self.modify_patient(id, "archive", None, |p| {
             if p.archived_at.is_some() {
@@ -453,20 +546,29 @@ impl PracticeStore<'_> {
             p.archived_at = Some(now_ms());
             p.archive_reason = reason;
             p.archive_comments = comments;
+            p.archived_by = by.map(str::to_string);
             Ok(())
         })
         .await
     }
 
-    /// Brings an archived patient back. Refused if it is not archived.
-    pub async fn unarchive_patient(&self, id: &str) -> StoreResult<Change<Patient>> {
+    /// Brings an archived patient back, with why, by the staff user `by` if a staff user asks;
+    /// the archive's information stays, beside the unarchiving's. Refused if it is not
+    /// archived.
+    pub async fn unarchive_patient(
+        &self,
+        id: &str,
+        reason: Option<String>,
+        by: Option<&str>,
+    ) -> StoreResult<Change<Patient>> {
         self.modify_patient(id, "unarchive", None, |p| {
             if p.archived_at.is_none() {
                 return Err(Refusal::PatientNotArchived);
             }
             p.archived_at = None;
-            p.archive_reason = None;
-            p.archive_comments = None;
+            p.unarchived_at = Some(now_ms());
+            p.unarchived_by = by.map(str::to_string);
+            p.unarchive_reason = reason;
             Ok(())
         })
         .await
@@ -475,13 +577,16 @@ impl PracticeStore<'_> {
     /// Reads the patient, refuses a deleted one, applies `change` and writes it back, in one
     /// transaction that holds the patient's row, so that concurrent changes to other fields
     /// are not lost. With `labels`, the patient's labels become exactly these.
-    async fn modify_patient(
+    pub(super) async fn modify_patient(
         &self,
         id: &str,
         action: &'static str,
         labels: Option<&[String]>,
         change: impl FnOnce(&mut Patient) -> Result<(), Refusal>,
     ) -> StoreResult<Change<Patient>> {
+        if let Err(hidden) = self.check_visible(id).await? {
+            return Ok(Err(hidden.into()));
+        }
         let mut tx = self.begin_write().await?;
         // A no-op update takes the row lock on PostgreSQL and returns the row as it is now.
         let sql = format!(
@@ -635,6 +740,9 @@ impl PracticeStore<'_> {
         patient_id: &str,
         label_id: &str,
     ) -> StoreResult<Change<Patient>> {
+        if let Err(hidden) = self.check_visible(patient_id).await? {
+            return Ok(Err(hidden.into()));
+        }
         let mut tx = self.begin_write().await?;
         let live = touch_live_patient(&mut tx, self.practice_id, patient_id).await?;
         if live && self.label_count(&mut tx, patient_id).await? >= MAX_LABELS_PER_PATIENT as i64 {
@@ -668,6 +776,9 @@ impl PracticeStore<'_> {
         patient_id: &str,
         label_id: &str,
     ) -> StoreResult<Change<Patient>> {
+        if let Err(hidden) = self.check_visible(patient_id).await? {
+            return Ok(Err(hidden.into()));
+        }
         let mut tx = self.begin_write().await?;
         if !touch_live_patient(&mut tx, self.practice_id, patient_id).await? {
             drop(tx);

@@ -67,6 +67,8 @@ pub struct TokenGrant {
     pub user_name: Option<String>,
     /// When the token's user was disabled, for sign-in tokens: their tokens stop working.
     pub user_disabled_at: Option<i64>,
+    /// The access groups of the token's user (a JSON list), for sign-in tokens.
+    pub user_access_groups: Option<String>,
 }
 
 /// What it takes to make a token.
@@ -137,7 +139,8 @@ impl PracticeStore<'_> {
         Ok(sqlx::query_as(
             "SELECT t.id, t.kind, t.name, t.permissions, t.user_id, t.created_at, t.last_used_at, \
              t.expires_at, t.revoked_at, u.role AS user_role, \
-             u.first_name || ' ' || u.last_name AS user_name, u.disabled_at AS user_disabled_at \
+             u.first_name || ' ' || u.last_name AS user_name, u.disabled_at AS user_disabled_at, \
+             u.access_groups AS user_access_groups \
              FROM tokens t LEFT JOIN users u ON u.practice_id = t.practice_id AND u.id = t.user_id \
              WHERE t.practice_id = $1 AND t.secret_hash = $2",
         )

@@ -14,7 +14,7 @@ use crate::domain::{Record, Refusal};
 const USER_COLUMNS: &str = "id, email, title, first_name, last_name, role, is_doctor, \
                             created_at, updated_at, disabled_at, last_sign_in_at, gender, \
                             qualifications, registration, medical_specialties, position_title, \
-                            minimum_treatment_age";
+                            minimum_treatment_age, access_groups";
 
 const SESSION_COLUMNS: &str = "id, kind, name, permissions, user_id, created_at, last_used_at, \
                                expires_at, revoked_at";
@@ -36,6 +36,9 @@ pub struct User {
     pub last_sign_in_at: Option<i64>,
     #[sqlx(flatten)]
     pub profile: Profile,
+    /// The access groups the user belongs to (a JSON list of ids): a user who is not an admin
+    /// sees only the patients of these groups, and those in none.
+    pub access_groups: String,
 }
 
 /// What the practice records of a staff user beyond their name and role.
@@ -76,6 +79,11 @@ impl User {
     pub fn is_disabled(&self) -> bool {
         self.disabled_at.is_some()
     }
+
+    /// The ids of the access groups the user belongs to.
+    pub fn access_group_ids(&self) -> Vec<String> {
+        serde_json::from_str(&self.access_groups).unwrap_or_default()
+    }
 }
 
 /// What it takes to add a staff user. `email` is lower-cased by the store. A user made without
@@ -90,6 +98,8 @@ pub struct NewUser<'a> {
     pub role: &'a str,
     pub is_doctor: bool,
     pub profile: Profile,
+    /// The ids of the access groups the user belongs to; each must exist.
+    pub access_groups: &'a [String],
 }
 
 /// A change to a staff user: each field set is written, the others kept. `title` and the
@@ -108,6 +118,8 @@ pub struct UserPatch {
     pub medical_specialties: Option<Vec<String>>,
     pub position_title: Option<Option<String>>,
     pub minimum_treatment_age: Option<Option<i64>>,
+    /// The user's access groups become exactly these; each must exist.
+    pub access_groups: Option<Vec<String>>,
 }
 
 impl UserPatch {
@@ -138,6 +150,9 @@ impl UserPatch {
         );
         if let Some(list) = &self.medical_specialties {
             profile.set_specialties(list);
+        }
+        if let Some(groups) = &self.access_groups {
+            user.access_groups = serde_json::Value::from(groups.clone()).to_string();
         }
     }
 }
@@ -310,12 +325,18 @@ impl PracticeStore<'_> {
             disabled_at: None,
             last_sign_in_at: None,
             profile: new.profile.clone(),
+            access_groups: serde_json::Value::from(new.access_groups.to_vec()).to_string(),
         };
+        if let Some(unknown) = self.unknown_access_group(tx, new.access_groups).await? {
+            return Ok(Err(Refusal::NotFound(Record::AccessGroup, unknown)));
+        }
         let inserted = sqlx::query(
             "INSERT INTO users (practice_id, id, email, password_hash, title, first_name, \
              last_name, role, is_doctor, created_at, updated_at, gender, qualifications, \
-             registration, medical_specialties, position_title, minimum_treatment_age) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $12, $13, $14, $15, $16)",
+             registration, medical_specialties, position_title, minimum_treatment_age, \
+             access_groups) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $12, $13, $14, $15, $16, \
+             $17)",
         )
         .bind(self.practice_id)
         .bind(&user.id)
@@ -334,6 +355,7 @@ impl PracticeStore<'_> {
         .bind(&user.profile.medical_specialties)
         .bind(&user.profile.position_title)
         .bind(user.profile.minimum_treatment_age)
+        .bind(&user.access_groups)
         .execute(&mut **tx)
         .await;
         // A taken email ends the caller's transaction, which is dropped unfinished.
@@ -622,6 +644,12 @@ impl PracticeStore<'_> {
             Err(refusal) => return Ok(Err(refusal.into())),
         };
         let is_admin = user.role == "admin" && !user.is_disabled();
+        if let Some(unknown) = self
+            .unknown_access_group(&mut tx, &user.access_group_ids())
+            .await?
+        {
+            return Ok(Err(Refusal::NotFound(Record::AccessGroup, unknown).into()));
+        }
         if was_admin && !is_admin && self.other_admins(&mut tx, id).await? == 0 {
             return Ok(Err(Refusal::LastAdmin.into()));
         }
@@ -630,7 +658,7 @@ impl PracticeStore<'_> {
             "UPDATE users SET email = $3, title = $4, first_name = $5, last_name = $6, \
              role = $7, is_doctor = $8, updated_at = $9, disabled_at = $10, gender = $11, \
              qualifications = $12, registration = $13, medical_specialties = $14, \
-             position_title = $15, minimum_treatment_age = $16 \
+             position_title = $15, minimum_treatment_age = $16, access_groups = $17 \
              WHERE practice_id = $1 AND id = $2",
         )
         .bind(self.practice_id)
@@ -649,6 +677,7 @@ impl PracticeStore<'_> {
         .bind(&user.profile.medical_specialties)
         .bind(&user.profile.position_title)
         .bind(user.profile.minimum_treatment_age)
+        .bind(&user.access_groups)
         .execute(&mut *tx)
         .await;
         match written {
@@ -684,6 +713,26 @@ impl PracticeStore<'_> {
             .bind(id)
             .fetch_optional(&mut **tx)
             .await?)
+    }
+
+    /// The first of these access group ids the practice does not have.
+    async fn unknown_access_group(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        ids: &[String],
+    ) -> StoreResult<Option<String>> {
+        for id in ids {
+            let found: Option<(String,)> =
+                sqlx::query_as("SELECT id FROM access_groups WHERE practice_id = $1 AND id = $2")
+                    .bind(self.practice_id)
+                    .bind(id)
+                    .fetch_optional(&mut **tx)
+                    .await?;
+            if found.is_none() {
+                return Ok(Some(id.clone()));
+            }
+        }
+        Ok(None)
     }
 
     /// Enabled admins of the practice other than `id`.

@@ -16,6 +16,7 @@ mod operations;
 mod patients;
 mod practices;
 mod realtime;
+mod record;
 mod spec_examples;
 mod staff;
 mod webhooks;

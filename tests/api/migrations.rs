@@ -288,6 +288,7 @@ async fn search_upgrades_in_place_with_every_patient() {
                 ..Default::default()
             },
             &[],
+            Vec::new(),
         )
         .await
         .expect("create")

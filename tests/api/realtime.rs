@@ -1579,6 +1579,39 @@ async fn disabling_a_user_or_changing_their_password_closes_their_subscriptions(
 #[case::sqlite(Engine::Sqlite)]
 #[case::postgres(Engine::Postgres)]
 #[tokio::test]
+async fn a_subscriber_outside_a_patients_access_groups_gets_none_of_its_events(
+    #[case] engine: Engine,
+) {
+    let app = spawn!(engine);
+    let group = crate::record::define(&app, "access_groups", "psychiatry").await;
+    let secret = app.patient("Secret", "Record").await;
+    mutate(
+        &app,
+        "mutation($p: ID!, $g: ID!) { addPatientAccessGroup(patientId: $p, accessGroupId: $g) { error } }",
+        json!({ "p": secret, "g": group }),
+    )
+    .await;
+    let email = app.user("practitioner", "out@example.com").await;
+    let session = app.sign_in(&email, PASSWORD).await;
+    let mut ws = Ws::connect(&app, &session).await;
+    ws.follow("s", json!({})).await;
+    make_live(&mut ws, &app).await;
+    // A change to the hidden patient, then one to a patient in no group: only the second
+    // reaches the outsider.
+    mutate(
+        &app,
+        "mutation($id: ID!) { updatePatient(id: $id, patientData: { occupation: \"x\" }) { error } }",
+        json!({ "id": secret }),
+    )
+    .await;
+    let open = app.patient("Open", "Record").await;
+    assert_eq!(what(&ws.event().await), created(&open));
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
 async fn an_expiring_token_closes_its_subscription_with_4403(#[case] engine: Engine) {
     let app = spawn!(engine);
     let expires = chrono::Utc::now() + chrono::Duration::seconds(2);

@@ -10,6 +10,7 @@ use crate::auth::{Access, Resource};
 use crate::graphql::access::{principal, require};
 use crate::graphql::error::{OrFail, bad_input};
 use crate::graphql::loaders::{self, load_one};
+use crate::graphql::options::QueryOptions;
 use crate::graphql::pagination::Pagination;
 use crate::graphql::read_log::note_read;
 use crate::graphql::scalars::{Date, DateTime};
@@ -111,22 +112,23 @@ impl Booking {
         Booking(booking)
     }
 
-    /// A patient's bookings over a span of days, for `Patient.bookings`.
+    /// A patient's bookings over a span of days, for `Patient.bookings`: a page when
+    /// `pagination` is given, else the first 500.
     pub async fn of_patient(
         ctx: &Context<'_>,
         patient_id: &str,
-        start: Date,
-        end: Date,
+        span: (Date, Date),
+        options: Option<QueryOptions>,
+        pagination: Option<Pagination>,
     ) -> Result<Option<Vec<Option<Booking>>>> {
         let principal = require(ctx, Resource::Bookings, Access::Read)?;
-        let filter = BookingFilter {
-            range: Some(day_span(start, end)?),
-            patient_id: Some(patient_id.to_string()),
-            ..Default::default()
-        };
-        let page = PageRequest {
-            page: 1,
-            page_size: MAX_PATIENT_BOOKINGS,
+        let filter = patient_filter(patient_id, span, options)?;
+        let page = match pagination {
+            Some(p) => Pagination::request(Some(p))?,
+            None => PageRequest {
+                page: 1,
+                page_size: MAX_PATIENT_BOOKINGS,
+            },
         };
         let found = store(ctx)
             .practice(&principal.practice_id)
@@ -134,6 +136,33 @@ impl Booking {
             .await
             .or_fail()?;
         Ok(items(found.items, |b| Booking::read(ctx, b)))
+    }
+
+    /// A page of a patient's bookings with the total, for `Patient.bookingsWithPagination`.
+    pub async fn page_of_patient(
+        ctx: &Context<'_>,
+        patient_id: &str,
+        span: (Date, Date),
+        options: Option<QueryOptions>,
+        pagination: Option<Pagination>,
+    ) -> Result<Option<PatientBookingsData>> {
+        let principal = require(ctx, Resource::Bookings, Access::Read)?;
+        let filter = patient_filter(patient_id, span, options)?;
+        let request = Pagination::request(pagination)?;
+        let practice = store(ctx).practice(&principal.practice_id);
+        let page = practice.list_bookings(&filter, request).await.or_fail()?;
+        let total = practice.count_bookings(&filter).await.or_fail()?;
+        prime_relations(ctx, ctx.look_ahead().field("data"), &page.items).await?;
+        let info = PageInfo::of(request, &page);
+        Ok(Some(PatientBookingsData {
+            meta: Some(PageInfoWithTotalCount {
+                page: Some(info.page),
+                page_size: Some(info.page_size),
+                has_more: Some(info.has_more),
+                total: Some(i32::try_from(total).unwrap_or(i32::MAX)),
+            }),
+            data: items(page.items, |b| Booking::read(ctx, b)),
+        }))
     }
 
     /// A doctor's bookings over a span of days, paged, for `User.bookings`.
@@ -174,6 +203,45 @@ impl BookingData {
             data: items(page.items, |b| Booking::read(ctx, b)),
         }))
     }
+}
+
+/// The bookings of a patient over a span of days, as `options` asks.
+fn patient_filter(
+    patient_id: &str,
+    span: (Date, Date),
+    options: Option<QueryOptions>,
+) -> Result<BookingFilter> {
+    let options = options.unwrap_or_default();
+    Ok(BookingFilter {
+        range: Some(day_span(span.0, span.1)?),
+        patient_id: Some(patient_id.to_string()),
+        include_cancelled: options.include_deleted.unwrap_or(false),
+        created: options.created_at.map(|r| r.bounds()).transpose()?,
+        updated: options.updated_at.map(|r| r.bounds()).transpose()?,
+        ..Default::default()
+    })
+}
+
+/// A page of a patient's bookings, with the total.
+#[derive(SimpleObject)]
+pub struct PatientBookingsData {
+    /// The bookings on this page, by start time.
+    pub data: Option<Vec<Option<Booking>>>,
+    /// Where this page sits in the list, and how long the list is.
+    pub meta: Option<PageInfoWithTotalCount>,
+}
+
+/// Where a page sits in its list, and the list's length.
+#[derive(SimpleObject)]
+pub struct PageInfoWithTotalCount {
+    /// This page's number, from 1.
+    pub page: Option<i32>,
+    /// The page size used.
+    pub page_size: Option<i32>,
+    /// True when a later page has items.
+    pub has_more: Option<bool>,
+    /// How many items the whole list has.
+    pub total: Option<i32>,
 }
 
 /// The range of a `start`/`end` pair of dates, whole days in UTC.

@@ -166,6 +166,20 @@ fn sentence(refusal: &Refusal) -> String {
         Refusal::OwnAccount => "You cannot disable your own account".into(),
         Refusal::UserDisabled => "This staff user is disabled: enable them first".into(),
         Refusal::NoMetadataKey(key) => format!("This booking has no metadata with key \"{key}\""),
+        Refusal::NumberAlreadyOnPatient => {
+            "The patient has this number already: change it with updatePatientNumber".into()
+        }
+        Refusal::AccessGroupAlreadyOnPatient => {
+            "The patient is in this access group already".into()
+        }
+        Refusal::NoMembership => "The patient has no membership".into(),
+        Refusal::RelatedToItself => "A patient cannot be related to themselves".into(),
+        Refusal::PatientArchived => {
+            "This patient is archived: unarchive them before changing their record".into()
+        }
+        Refusal::PatientOnHold => {
+            "The patient is on hold: take them off hold (onHold: false) before booking".into()
+        }
         Refusal::PracticeHasStaff => {
             "This practice has staff already: sign in, or ask an admin for an account".into()
         }
@@ -178,6 +192,17 @@ fn sentence(refusal: &Refusal) -> String {
                 Bound::Locations => format!("A practice has at most {max} locations"),
                 Bound::AppointmentTypes => {
                     format!("A practice has at most {max} appointment types")
+                }
+                Bound::PhonesOnPatient => format!("A patient has at most {max} phones"),
+                Bound::NumbersOnPatient => format!("A patient has at most {max} numbers"),
+                Bound::AttributesOnPatient => {
+                    format!("A patient has at most {max} custom attributes")
+                }
+                Bound::RelationshipsOnPatient => {
+                    format!("A patient has at most {max} relationships")
+                }
+                Bound::AccessGroupsOnPatient => {
+                    format!("A patient is in at most {max} access groups")
                 }
                 Bound::MetadataEntries => {
                     format!("A booking has at most {max} metadata entries: delete one first")

@@ -13,6 +13,7 @@ mod location;
 mod page;
 mod patient;
 mod practice;
+pub mod record;
 mod token;
 mod user;
 mod webhook;

@@ -2,9 +2,19 @@
 
 use async_graphql::{Context, ID, Object, Result, SimpleObject};
 
+use super::booking::PatientBookingsData;
 use super::page::{PageInfo, items};
-use super::{Address, Booking, Patient};
+use super::record::{
+    CommunicationPreferences, CustomAttribute, Ins, PatientAccessGroup, PatientArchiveReason,
+    PatientArchivedInfo, PatientNumber, PatientRelationship, PlaceOfBirth, SharingToken,
+    enum_value,
+};
+use super::{Address, Booking, Patient, User};
+use crate::graphql::access::principal;
+use crate::graphql::error::OrFail;
 use crate::graphql::loaders::{self, load_one};
+use crate::graphql::options::QueryOptions;
+use crate::graphql::pagination::Pagination;
 use crate::graphql::read_log::note_read;
 use crate::graphql::scalars::{Date, DateTime};
 use crate::store::patients as stored;
@@ -12,6 +22,9 @@ use crate::store::patients as stored;
 /// A phone number of a patient.
 #[derive(SimpleObject, Clone, Debug)]
 pub struct Phone {
+    /// The phone's id on this patient: what updatePatientPhoneNumber and
+    /// removePatientPhoneNumber take.
+    pub phone_id: Option<ID>,
     /// What kind of phone it is, e.g. "mobile", "home", "work".
     pub phone_type: Option<String>,
     /// The number, as given.
@@ -38,6 +51,12 @@ pub struct PatientData {
     pub data: Option<Vec<Option<Patient>>>,
     /// Where this page sits in the list.
     pub page_info: Option<PageInfo>,
+}
+
+/// The caller's practice, for the fields that look up the practice's definitions.
+fn practice_of<'c>(ctx: &Context<'c>) -> Result<crate::store::PracticeStore<'c>> {
+    let principal = principal(ctx)?;
+    Ok(crate::graphql::access::reader(ctx, principal))
 }
 
 impl Patient {
@@ -101,16 +120,184 @@ impl Patient {
     async fn email(&self) -> Option<&str> {
         self.0.fields.email.as_deref()
     }
-    /// Phone numbers (at most one is kept today).
+    /// Phone numbers, at most 10, in the order they were added; the first is the one that
+    /// createPatient and updatePatient's phoneType and phoneNumber set.
     async fn phones(&self) -> Option<Vec<Option<Phone>>> {
+        Some(
+            self.0
+                .phones()
+                .into_iter()
+                .map(|p| {
+                    Some(Phone {
+                        phone_id: Some(ID(p.id)),
+                        phone_type: p.phone_type,
+                        phone_number: p.number,
+                    })
+                })
+                .collect(),
+        )
+    }
+    /// Surname at birth.
+    async fn birth_surname(&self) -> Option<&str> {
+        self.0.fields.birth_surname.as_deref()
+    }
+    /// First name at birth.
+    async fn birth_name(&self) -> Option<&str> {
+        self.0.fields.birth_name.as_deref()
+    }
+    /// Every given name at birth.
+    async fn birth_names(&self) -> Option<&str> {
+        self.0.fields.birth_names.as_deref()
+    }
+    /// Where the patient was born.
+    async fn place_of_birth(&self) -> Option<PlaceOfBirth> {
         let f = &self.0.fields;
-        if f.phone_number.is_none() && f.phone_type.is_none() {
-            return Some(Vec::new());
+        (f.place_of_birth_name.is_some() || f.place_of_birth_code.is_some()).then(|| PlaceOfBirth {
+            name: f.place_of_birth_name.clone(),
+            code: f.place_of_birth_code.clone(),
+        })
+    }
+    /// The patient's social security number: 5 to 30 letters and digits, spaces and hyphens
+    /// allowed between them (a UK National Insurance number, a French NIR, a US SSN).
+    async fn social_security_number(&self) -> Option<&str> {
+        self.0.fields.social_security_number.as_deref()
+    }
+    /// The patient's id in Google (an integration's).
+    async fn google_client_id(&self) -> Option<&str> {
+        self.0.fields.google_client_id.as_deref()
+    }
+    /// The reference the patient's payments carry.
+    async fn payment_reference(&self) -> Option<&str> {
+        self.0.fields.payment_reference.as_deref()
+    }
+    /// The patient's occupation.
+    async fn occupation(&self) -> Option<&str> {
+        self.0.fields.occupation.as_deref()
+    }
+    /// The patient's membership (addPatientMembership); null when none.
+    async fn membership_name(&self) -> Option<&str> {
+        self.0.membership_name.as_deref()
+    }
+    /// When the membership started, as stored (YYYY-MM-DD).
+    async fn membership_start_date(&self) -> Option<&str> {
+        self.0.membership_start_date.as_deref()
+    }
+    /// When the membership started, as a date.
+    async fn membership_start_date_formatted(&self) -> Option<Date> {
+        Date::from_stored(self.0.membership_start_date.as_deref())
+    }
+    /// True while the patient is on hold: they cannot be booked (createBooking, or moving a
+    /// booking to them, is refused) until taken off hold with updatePatient.
+    async fn on_hold(&self) -> Option<bool> {
+        Some(self.0.fields.on_hold != 0)
+    }
+    /// Always null: practice-api makes no tokens to share a record outside the practice.
+    async fn sharing_token(&self) -> Option<SharingToken> {
+        None
+    }
+    /// The patient's values of the practice's numbers (PracticeNumbers), one per definition.
+    async fn numbers(&self, ctx: &Context<'_>) -> Result<Option<Vec<Option<PatientNumber>>>> {
+        let numbers = self.0.numbers();
+        let ids: Vec<String> = numbers.iter().map(|n| n.id.clone()).collect();
+        let names = practice_of(ctx)?.number_names(&ids).await.or_fail()?;
+        Ok(Some(
+            numbers
+                .into_iter()
+                .map(|n| {
+                    Some(PatientNumber {
+                        name: names.get(&n.id).cloned(),
+                        id: ID(n.id),
+                        value: Some(n.value),
+                    })
+                })
+                .collect(),
+        ))
+    }
+    /// The patient's answers to the practice's questions, at most 50.
+    async fn custom_attributes(&self) -> Option<Vec<Option<CustomAttribute>>> {
+        Some(
+            self.0
+                .attributes()
+                .into_iter()
+                .map(|a| {
+                    Some(CustomAttribute {
+                        id: Some(ID(a.id)),
+                        title: Some(a.title),
+                        text: Some(a.text),
+                        response: Some(a.response),
+                        required: Some(a.required),
+                    })
+                })
+                .collect(),
+        )
+    }
+    /// How the patient agreed to be contacted; null until given.
+    async fn communication_preferences(&self) -> Option<CommunicationPreferences> {
+        self.0.communication().map(CommunicationPreferences::from)
+    }
+    /// The people related to the patient, at most 20.
+    async fn related_accounts(&self) -> Option<Vec<Option<PatientRelationship>>> {
+        Some(
+            self.0
+                .relationships()
+                .into_iter()
+                .map(|r| Some(PatientRelationship::from(r)))
+                .collect(),
+        )
+    }
+    /// The access groups the patient is in; empty when every staff user with
+    /// `patients:read` sees them.
+    async fn access_groups(
+        &self,
+        ctx: &Context<'_>,
+    ) -> Result<Option<Vec<Option<PatientAccessGroup>>>> {
+        let ids = self.0.access_groups();
+        let names = practice_of(ctx)?.access_group_names(&ids).await.or_fail()?;
+        Ok(Some(
+            ids.into_iter()
+                .filter_map(|id| {
+                    let (name, label) = names.get(&id)?.clone();
+                    Some(Some(PatientAccessGroup {
+                        id: ID(id),
+                        name,
+                        label,
+                    }))
+                })
+                .collect(),
+        ))
+    }
+    /// The patient's INS (France); null until given.
+    async fn ins(&self) -> Option<Ins> {
+        self.0.ins().map(Ins::from)
+    }
+    /// When, why and by whom the patient was archived and brought back; null if never.
+    async fn archived_info(&self, ctx: &Context<'_>) -> Result<Option<PatientArchivedInfo>> {
+        let p = &self.0;
+        if p.archived_at.is_none() && p.unarchived_at.is_none() {
+            return Ok(None);
         }
-        Some(vec![Some(Phone {
-            phone_type: f.phone_type.clone(),
-            phone_number: f.phone_number.clone(),
-        })])
+        let user = |id: Option<String>| async move {
+            match id {
+                Some(id) => load_one::<loaders::Users>(ctx, &id)
+                    .await
+                    .map(|u| u.map(User)),
+                None => Ok(None),
+            }
+        };
+        let reason = |text: &Option<String>| {
+            text.as_deref().map(|t| {
+                enum_value::<PatientArchiveReason>(t).unwrap_or(PatientArchiveReason::Other)
+            })
+        };
+        Ok(Some(PatientArchivedInfo {
+            archived_at: p.archived_at.map(DateTime::from_ms),
+            archived_by: user(p.archived_by.clone()).await?,
+            archived_reason: reason(&p.archive_reason),
+            archived_comments: p.archive_comments.clone(),
+            unarchived_at: p.unarchived_at.map(DateTime::from_ms),
+            unarchived_by: user(p.unarchived_by.clone()).await?,
+            unarchived_reason: p.unarchive_reason.as_deref().and_then(enum_value),
+        }))
     }
     /// Postal address.
     async fn address(&self) -> Option<Address> {
@@ -139,27 +326,44 @@ impl Patient {
         }))
     }
     /// The patient's bookings that start or end between these dates (whole days, UTC, both
-    /// included; less than 366 days apart), cancelled ones left out; at most 500. Needs
-    /// `bookings:read`.
+    /// included; less than 366 days apart), by start time, cancelled ones left out unless
+    /// `queryOptions.includeDeleted`; a page when `pagination` is given, else at most 500.
+    /// Needs `bookings:read`.
     async fn bookings(
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "The first day.")] start: Date,
         #[graphql(desc = "The last day.")] end: Date,
+        #[graphql(desc = "includeDeleted for cancelled bookings; createdAt and updatedAt.")]
+        query_options: Option<QueryOptions>,
+        #[graphql(desc = "Which page; without it, the first 500.")] pagination: Option<Pagination>,
     ) -> Result<Option<Vec<Option<Booking>>>> {
-        Booking::of_patient(ctx, &self.0.id, start, end).await
+        Booking::of_patient(ctx, &self.0.id, (start, end), query_options, pagination).await
+    }
+    /// A page of the patient's bookings between these dates, as `bookings` lists them, with
+    /// the list's total in `meta`. Needs `bookings:read`.
+    async fn bookings_with_pagination(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The first day.")] start: Date,
+        #[graphql(desc = "The last day.")] end: Date,
+        #[graphql(desc = "includeDeleted for cancelled bookings; createdAt and updatedAt.")]
+        query_options: Option<QueryOptions>,
+        #[graphql(desc = "Which page; default page 1 of 25.")] pagination: Option<Pagination>,
+    ) -> Result<Option<PatientBookingsData>> {
+        Booking::page_of_patient(ctx, &self.0.id, (start, end), query_options, pagination).await
     }
     /// True when the patient is archived: kept, but left out of lists unless asked for.
     async fn archived(&self) -> Option<bool> {
         Some(self.0.archived_at.is_some())
     }
-    /// Why the patient was archived, as given to archivePatient.
+    /// Why the patient is archived, as given to archivePatient; null when not archived.
     async fn archive_reason(&self) -> Option<&str> {
-        self.0.archive_reason.as_deref()
+        self.0.archived_at.and(self.0.archive_reason.as_deref())
     }
-    /// Comments given to archivePatient.
+    /// Comments given to archivePatient; null when not archived.
     async fn archive_comments(&self) -> Option<&str> {
-        self.0.archive_comments.as_deref()
+        self.0.archived_at.and(self.0.archive_comments.as_deref())
     }
     /// True when the patient was deleted (a soft delete: the record is kept, but left out of
     /// lists unless asked for, and can no longer be changed).

@@ -74,6 +74,11 @@ impl User {
             .minimum_treatment_age
             .and_then(|age| i32::try_from(age).ok())
     }
+    /// The ids of the access groups the user belongs to: unless an admin, the user sees only
+    /// the patients of these groups and those in none.
+    async fn access_group_ids(&self) -> Option<Vec<ID>> {
+        Some(self.0.access_group_ids().into_iter().map(ID).collect())
+    }
     /// When the user was added.
     async fn created_at(&self) -> Option<DateTime> {
         Some(DateTime::from_ms(self.0.created_at))

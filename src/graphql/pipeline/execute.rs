@@ -133,7 +133,7 @@ fn build(
         // Only a query's request caches what it loads: a mutation reads what its own earlier
         // fields wrote, and a subscription's events show their records as they are at each.
         let cached = operation.kind == OperationKind::Query;
-        request = loaders::install(request, store, &principal.practice_id, cached);
+        request = loaders::install(request, store, &principal, cached);
         log = Some((
             read_log.clone(),
             principal.practice_id.clone(),

@@ -17,8 +17,10 @@ use async_graphql::parser::types::{
 use async_graphql::{Name, Positioned, Value as ConstValue, Variables};
 
 use crate::domain::limits::{
-    MAX_API_TOKENS, MAX_APPOINTMENT_TYPES, MAX_LABELS_PER_PATIENT, MAX_LOCATIONS,
-    MAX_METADATA_ENTRIES, MAX_PATIENT_BOOKINGS, MAX_SEARCH_MATCHES, MAX_SESSIONS_LISTED,
+    MAX_ACCESS_GROUPS_PER_PATIENT, MAX_API_TOKENS, MAX_APPOINTMENT_TYPES,
+    MAX_ATTRIBUTES_PER_PATIENT, MAX_LABELS_PER_PATIENT, MAX_LOCATIONS, MAX_METADATA_ENTRIES,
+    MAX_NUMBERS_PER_PATIENT, MAX_PATIENT_BOOKINGS, MAX_PHONES_PER_PATIENT,
+    MAX_RELATIONSHIPS_PER_PATIENT, MAX_SEARCH_MATCHES, MAX_SESSIONS_LISTED,
     MIN_INDEXED_SEARCH_CHARS,
 };
 use crate::graphql::events::DEFAULT_FEED_LIMIT;
@@ -139,13 +141,36 @@ const WEIGHTS: &[(&str, &str, Weight)] = &[
     ("Query", "apiTokens", Weight::AtMost(MAX_API_TOKENS)),
     ("Query", "sessions", Weight::AtMost(MAX_SESSIONS_LISTED)),
     ("Patient", "labels", Weight::AtMost(MAX_LABELS_PER_PATIENT)),
-    // One phone is kept today.
-    ("Patient", "phones", Weight::AtMost(1)),
+    ("Patient", "phones", Weight::AtMost(MAX_PHONES_PER_PATIENT)),
+    (
+        "Patient",
+        "numbers",
+        Weight::AtMost(MAX_NUMBERS_PER_PATIENT),
+    ),
+    (
+        "Patient",
+        "customAttributes",
+        Weight::AtMost(MAX_ATTRIBUTES_PER_PATIENT),
+    ),
+    (
+        "Patient",
+        "relatedAccounts",
+        Weight::AtMost(MAX_RELATIONSHIPS_PER_PATIENT),
+    ),
+    (
+        "Patient",
+        "accessGroups",
+        Weight::AtMost(MAX_ACCESS_GROUPS_PER_PATIENT),
+    ),
+    // A relationship's contact keeps one phone.
+    ("PatientRelationshipContact", "phones", Weight::AtMost(1)),
     ("Patient", "bookings", Weight::AtMost(MAX_PATIENT_BOOKINGS)),
+    ("Patient", "bookingsWithPagination", Weight::Paged),
     ("User", "bookings", Weight::PageSize),
     ("Booking", "metadata", Weight::AtMost(MAX_METADATA_ENTRIES)),
     // The items of a page: the field that returned the page weighed them.
     ("PatientData", "data", Weight::AtMost(1)),
+    ("PatientBookingsData", "data", Weight::AtMost(1)),
     ("BookingData", "data", Weight::AtMost(1)),
     ("LabelData", "data", Weight::AtMost(1)),
     ("UserData", "data", Weight::AtMost(1)),

@@ -1,0 +1,585 @@
+//! The rest of a patient's record: its inputs, their checks, and the mutations of its
+//! sub-resources (phones, numbers, custom attributes, relationships, access groups,
+//! membership). Each is `patients:write`, refused for a deleted patient, and an event
+//! (`patient.phone.added`, ...).
+
+use async_graphql::{Context, ID, InputObject, Object, Result};
+
+use super::access::authorize_write;
+use super::error::{OrFail, bad_input};
+use super::input::{MAX_LINE_CHARS, MAX_TEXT_CHARS, email, optional_text, required_text};
+use super::objects::record::{
+    PatientInsIdentityAlertStatus, PatientInsStatus, PatientRelationshipType, enum_name,
+};
+use super::objects::{Patient, ResponsePayload, envelope};
+use super::scalars::Date;
+use crate::store::patient_record::{AttributeEntry, Communication, Contact, Ins};
+
+/// The patient's INS (France's national health identity).
+#[derive(InputObject, Clone)]
+#[graphql(name = "INSInput")]
+pub struct InsInput {
+    /// The INS number: 13 characters and a 2-digit key, 15 in all; digits, with 2A or 2B
+    /// (Corsica) in the department's place.
+    pub number: Option<String>,
+    /// The OID of the authority that issued it (digits and dots).
+    pub oid: Option<String>,
+    /// True when the identity was checked by hand.
+    pub manual_identification: Option<bool>,
+    /// An alert on the identity.
+    pub identity_alert_status: Option<PatientInsIdentityAlertStatus>,
+    /// Why the alert was raised.
+    pub identity_alert_comment: Option<String>,
+    /// Where the INS stands.
+    pub status: Option<PatientInsStatus>,
+    /// The identity document it was checked against.
+    pub identity_document: Option<String>,
+}
+
+/// Where the patient was born.
+#[derive(InputObject, Clone)]
+pub struct PlaceOfBirthInput {
+    /// The place's name.
+    pub name: Option<String>,
+    /// The place's official code.
+    pub code: Option<String>,
+}
+
+/// How the patient agreed to be contacted.
+#[derive(InputObject, Clone)]
+pub struct PatientCommunicationPreferencesInput {
+    /// By email.
+    pub receive_email: Option<bool>,
+    /// By text message.
+    #[graphql(name = "receiveSMS")]
+    pub receive_sms: Option<bool>,
+    /// With promotions.
+    pub promotional_marketing: Option<bool>,
+    /// The patient's answer to the privacy policy, e.g. "accepted".
+    pub privacy_policy: Option<String>,
+    /// With reminders of payments due.
+    pub payment_reminders: Option<bool>,
+}
+
+/// A new custom attribute: a question and the patient's answer.
+#[derive(InputObject, Clone)]
+pub struct AddCustomAttributeData {
+    /// Its title, e.g. "Allergies" (1 to 200 characters).
+    pub title: String,
+    /// The question (at most 5,000 characters).
+    pub text: String,
+    /// The patient's answer (at most 5,000 characters).
+    pub response: String,
+}
+
+/// Changes to a custom attribute: the parts given.
+#[derive(InputObject)]
+pub struct UpdateCustomAttributeData {
+    /// A new title.
+    pub title: Option<String>,
+    /// A new question.
+    pub text: Option<String>,
+    /// A new answer.
+    pub response: Option<String>,
+}
+
+/// A new phone.
+#[derive(InputObject)]
+pub struct AddPhoneData {
+    /// The number (1 to 200 characters).
+    pub phone_number: String,
+    /// What kind of phone, e.g. "mobile".
+    pub phone_type: String,
+}
+
+/// Changes to a phone: the parts given.
+#[derive(InputObject)]
+pub struct UpdatePhoneData {
+    /// A new number.
+    pub phone_number: Option<String>,
+    /// A new kind.
+    pub phone_type: Option<String>,
+}
+
+/// The patient's value of one of the practice's numbers.
+#[derive(InputObject)]
+pub struct AddPatientNumberData {
+    /// The number definition's id (PracticeNumbers.id).
+    pub number_id: ID,
+    /// The value (1 to 200 characters).
+    pub value: String,
+}
+
+/// How to reach someone related to a patient. A relationship names another patient of the
+/// practice (`relatedAccountId`) or is a free contact, which needs a first name, a last name
+/// or a company name.
+#[derive(InputObject, Clone, Default)]
+pub struct PatientRelationshipContactInput {
+    /// Another patient of the practice this contact is.
+    pub related_account_id: Option<ID>,
+    /// Where the contact came from (an integration's name).
+    pub source: Option<String>,
+    /// The contact's id there.
+    pub source_id: Option<ID>,
+    /// First name.
+    pub first_name: Option<String>,
+    /// Last name.
+    pub last_name: Option<String>,
+    /// Form of address.
+    pub title: Option<String>,
+    /// Company name.
+    pub company_name: Option<String>,
+    /// What kind of phone `phoneNumber` is.
+    pub phone_type: Option<String>,
+    /// Phone number.
+    pub phone_number: Option<String>,
+    /// Email address.
+    pub email: Option<String>,
+    /// Street and number.
+    pub address: Option<String>,
+    /// Town or city.
+    pub city: Option<String>,
+    /// Postal code.
+    pub postcode: Option<String>,
+    /// Country.
+    pub country: Option<String>,
+    /// Notes (at most 5,000 characters).
+    pub notes: Option<String>,
+    /// An insurance policy's number.
+    pub policy_number: Option<String>,
+    /// An insurer's authorisation code.
+    pub authorization_code: Option<String>,
+}
+
+/// A line of text of an argument, checked.
+fn line(field: &str, value: Option<String>) -> Result<Option<String>> {
+    optional_text(field, value, MAX_LINE_CHARS)
+}
+
+/// A social security number: 5 to 30 characters, letters and digits, with spaces and hyphens
+/// between them. Upper-cased.
+pub fn social_security_number(value: Option<String>) -> Result<Option<String>> {
+    let Some(text) = line("patientData.socialSecurityNumber", value)? else {
+        return Ok(None);
+    };
+    let significant = text.chars().filter(char::is_ascii_alphanumeric).count();
+    let allowed = text
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == ' ' || c == '-');
+    if !allowed || !(5..=30).contains(&significant) || text.chars().count() > 40 {
+        return Err(bad_input(format!(
+            "patientData.socialSecurityNumber must be 5 to 30 letters and digits (spaces and \
+             hyphens allowed between them), got {text:?}"
+        )));
+    }
+    Ok(Some(text.to_uppercase()))
+}
+
+/// An INS, checked.
+pub fn ins(input: InsInput) -> Result<Ins> {
+    let number = line("insData.number", input.number)?;
+    if let Some(n) = &number {
+        let ok = n.len() == 15
+            && n.char_indices()
+                .all(|(i, c)| c.is_ascii_digit() || (i == 6 && matches!(c, 'A' | 'B' | 'a' | 'b')));
+        if !ok {
+            return Err(bad_input(format!(
+                "insData.number must be 15 characters: digits, with 2A or 2B for Corsica, got \
+                 {n:?}"
+            )));
+        }
+    }
+    let oid = line("insData.oid", input.oid)?;
+    if let Some(oid) = &oid
+        && !oid
+            .split('.')
+            .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return Err(bad_input(format!(
+            "insData.oid must be an OID such as 1.2.250.1.213.1.4.8, got {oid:?}"
+        )));
+    }
+    Ok(Ins {
+        number: number.map(|n| n.to_uppercase()),
+        oid,
+        manual_identification: input.manual_identification,
+        identity_alert_status: input
+            .identity_alert_status
+            .map(|s| enum_name(s).to_string()),
+        identity_alert_comment: optional_text(
+            "insData.identityAlertComment",
+            input.identity_alert_comment,
+            MAX_TEXT_CHARS,
+        )?,
+        status: input.status.map(|s| enum_name(s).to_string()),
+        identity_document: line("insData.identityDocument", input.identity_document)?,
+    })
+}
+
+/// Communication preferences, checked.
+pub fn communication(input: PatientCommunicationPreferencesInput) -> Result<Communication> {
+    Ok(Communication {
+        receive_email: input.receive_email,
+        receive_sms: input.receive_sms,
+        promotional_marketing: input.promotional_marketing,
+        payment_reminders: input.payment_reminders,
+        privacy_policy: line(
+            "patientData.communicationPreferences.privacyPolicy",
+            input.privacy_policy,
+        )?,
+    })
+}
+
+/// A custom attribute, checked.
+pub fn attribute(field: &str, input: AddCustomAttributeData) -> Result<AttributeEntry> {
+    Ok(AttributeEntry {
+        id: String::new(),
+        title: required_text(&format!("{field}.title"), input.title, MAX_LINE_CHARS)?,
+        text: required_text(&format!("{field}.text"), input.text, MAX_TEXT_CHARS)?,
+        response: optional_text(
+            &format!("{field}.response"),
+            Some(input.response),
+            MAX_TEXT_CHARS,
+        )?
+        .unwrap_or_default(),
+        required: false,
+    })
+}
+
+/// Contact details, checked; `complete` when they make a new relationship, which needs a
+/// related account or a name.
+fn contact(input: PatientRelationshipContactInput, complete: bool) -> Result<Contact> {
+    let f = |name: &str| format!("contactDetails.{name}");
+    let contact = Contact {
+        related_account_id: input.related_account_id.map(|id| id.0),
+        source: line(&f("source"), input.source)?,
+        source_id: input.source_id.map(|id| id.0),
+        first_name: line(&f("firstName"), input.first_name)?,
+        last_name: line(&f("lastName"), input.last_name)?,
+        title: line(&f("title"), input.title)?,
+        company_name: line(&f("companyName"), input.company_name)?,
+        phone_type: line(&f("phoneType"), input.phone_type)?,
+        phone_number: line(&f("phoneNumber"), input.phone_number)?,
+        email: email(&f("email"), input.email)?,
+        address: line(&f("address"), input.address)?,
+        city: line(&f("city"), input.city)?,
+        postcode: line(&f("postcode"), input.postcode)?,
+        country: line(&f("country"), input.country)?,
+        notes: optional_text(&f("notes"), input.notes, MAX_TEXT_CHARS)?,
+        policy_number: line(&f("policyNumber"), input.policy_number)?,
+        authorization_code: line(&f("authorizationCode"), input.authorization_code)?,
+    };
+    let named = contact.related_account_id.is_some()
+        || contact.first_name.is_some()
+        || contact.last_name.is_some()
+        || contact.company_name.is_some();
+    if complete && !named {
+        return Err(bad_input(
+            "contactDetails needs a relatedAccountId (another patient), or a firstName, \
+             lastName or companyName",
+        ));
+    }
+    Ok(contact)
+}
+
+#[derive(Default)]
+pub struct RecordMutations;
+
+#[Object]
+impl RecordMutations {
+    /// Adds a phone to a patient (at most 10). Needs `patients:write`.
+    async fn add_patient_phone_number(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The patient's id.")] patient_id: ID,
+        #[graphql(desc = "The phone.")] phone_data: AddPhoneData,
+    ) -> Result<Option<ResponsePayload<Patient>>> {
+        let practice = authorize_write(ctx)?;
+        let number = required_text(
+            "phoneData.phoneNumber",
+            phone_data.phone_number,
+            MAX_LINE_CHARS,
+        )?;
+        let kind = required_text("phoneData.phoneType", phone_data.phone_type, MAX_LINE_CHARS)?;
+        let change = practice
+            .add_phone(&patient_id, kind, number)
+            .await
+            .or_fail()?;
+        envelope(ctx, change, Patient)
+    }
+
+    /// Changes a phone of a patient. Needs `patients:write`.
+    async fn update_patient_phone_number(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The patient's id.")] patient_id: ID,
+        #[graphql(desc = "The phone's id (Phone.phoneId).")] phone_id: ID,
+        #[graphql(desc = "The changes.")] phone_data: UpdatePhoneData,
+    ) -> Result<Option<ResponsePayload<Patient>>> {
+        let practice = authorize_write(ctx)?;
+        let number = phone_data
+            .phone_number
+            .map(|n| required_text("phoneData.phoneNumber", n, MAX_LINE_CHARS))
+            .transpose()?;
+        let kind = line("phoneData.phoneType", phone_data.phone_type)?;
+        let change = practice
+            .update_phone(&patient_id, &phone_id, kind, number)
+            .await
+            .or_fail()?;
+        envelope(ctx, change, Patient)
+    }
+
+    /// Takes a phone off a patient. Needs `patients:write`.
+    async fn remove_patient_phone_number(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The patient's id.")] patient_id: ID,
+        #[graphql(desc = "The phone's id (Phone.phoneId).")] phone_id: ID,
+    ) -> Result<Option<ResponsePayload<Patient>>> {
+        let change = authorize_write(ctx)?
+            .remove_phone(&patient_id, &phone_id)
+            .await
+            .or_fail()?;
+        envelope(ctx, change, Patient)
+    }
+
+    /// Records the patient's value of one of the practice's numbers; one value per number
+    /// definition. Needs `patients:write`.
+    async fn add_patient_number(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The patient's id.")] patient_id: ID,
+        #[graphql(desc = "The number.")] number_data: AddPatientNumberData,
+    ) -> Result<Option<ResponsePayload<Patient>>> {
+        let practice = authorize_write(ctx)?;
+        let value = required_text("numberData.value", number_data.value, MAX_LINE_CHARS)?;
+        let change = practice
+            .add_number(&patient_id, &number_data.number_id, value)
+            .await
+            .or_fail()?;
+        envelope(ctx, change, Patient)
+    }
+
+    /// Changes the patient's value of a number. Needs `patients:write`.
+    async fn update_patient_number(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The patient's id.")] patient_id: ID,
+        #[graphql(desc = "The number definition's id (PatientNumber.id).")] number_id: ID,
+        #[graphql(desc = "The new value.")] value: String,
+    ) -> Result<Option<ResponsePayload<Patient>>> {
+        let practice = authorize_write(ctx)?;
+        let value = required_text("value", value, MAX_LINE_CHARS)?;
+        let change = practice
+            .update_number(&patient_id, &number_id, value)
+            .await
+            .or_fail()?;
+        envelope(ctx, change, Patient)
+    }
+
+    /// Takes a number off a patient. Needs `patients:write`.
+    async fn remove_patient_number(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The patient's id.")] patient_id: ID,
+        #[graphql(desc = "The number definition's id (PatientNumber.id).")] number_id: ID,
+    ) -> Result<Option<ResponsePayload<Patient>>> {
+        let change = authorize_write(ctx)?
+            .remove_number(&patient_id, &number_id)
+            .await
+            .or_fail()?;
+        envelope(ctx, change, Patient)
+    }
+
+    /// Adds a custom attribute to a patient (at most 50). Needs `patients:write`.
+    async fn add_patient_attribute(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The patient's id.")] patient_id: ID,
+        #[graphql(desc = "The attribute.")] attribute_data: AddCustomAttributeData,
+    ) -> Result<Option<ResponsePayload<Patient>>> {
+        let practice = authorize_write(ctx)?;
+        let entry = attribute("attributeData", attribute_data)?;
+        let change = practice.add_attribute(&patient_id, entry).await.or_fail()?;
+        envelope(ctx, change, Patient)
+    }
+
+    /// Changes a custom attribute of a patient. Needs `patients:write`.
+    async fn update_patient_attribute(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The patient's id.")] patient_id: ID,
+        #[graphql(desc = "The attribute's id (CustomAttribute.id).")] attribute_id: ID,
+        #[graphql(desc = "The changes.")] attribute_data: UpdateCustomAttributeData,
+    ) -> Result<Option<ResponsePayload<Patient>>> {
+        let practice = authorize_write(ctx)?;
+        let title = attribute_data
+            .title
+            .map(|t| required_text("attributeData.title", t, MAX_LINE_CHARS))
+            .transpose()?;
+        let text = attribute_data
+            .text
+            .map(|t| required_text("attributeData.text", t, MAX_TEXT_CHARS))
+            .transpose()?;
+        let response = match attribute_data.response {
+            Some(r) => Some(
+                optional_text("attributeData.response", Some(r), MAX_TEXT_CHARS)?
+                    .unwrap_or_default(),
+            ),
+            None => None,
+        };
+        let change = practice
+            .update_attribute(&patient_id, &attribute_id, title, text, response)
+            .await
+            .or_fail()?;
+        envelope(ctx, change, Patient)
+    }
+
+    /// Takes a custom attribute off a patient. Needs `patients:write`.
+    async fn remove_patient_attribute(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The patient's id.")] patient_id: ID,
+        #[graphql(desc = "The attribute's id (CustomAttribute.id).")] attribute_id: ID,
+    ) -> Result<Option<ResponsePayload<Patient>>> {
+        let change = authorize_write(ctx)?
+            .remove_attribute(&patient_id, &attribute_id)
+            .await
+            .or_fail()?;
+        envelope(ctx, change, Patient)
+    }
+
+    /// Adds someone related to a patient (at most 20): another patient of the practice
+    /// (`contactDetails.relatedAccountId`), or a contact known by name. Needs
+    /// `patients:write`.
+    async fn add_patient_relationship(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The patient's id.")] patient_id: ID,
+        #[graphql(desc = "How they are related.")] relationship_type: PatientRelationshipType,
+        #[graphql(desc = "A label for the relation, e.g. \"Mother\".")] relationship_label: Option<
+            String,
+        >,
+        #[graphql(desc = "How to reach them.")] contact_details: PatientRelationshipContactInput,
+    ) -> Result<Option<ResponsePayload<Patient>>> {
+        let practice = authorize_write(ctx)?;
+        let label = line("relationshipLabel", relationship_label)?;
+        let contact = contact(contact_details, true)?;
+        let change = practice
+            .add_relationship(
+                &patient_id,
+                enum_name(relationship_type).to_string(),
+                label,
+                contact,
+            )
+            .await
+            .or_fail()?;
+        envelope(ctx, change, Patient)
+    }
+
+    /// Changes a relationship of a patient: the arguments given; contact details given replace
+    /// those fields only. Needs `patients:write`.
+    async fn update_patient_relationship(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The patient's id.")] patient_id: ID,
+        #[graphql(desc = "The relationship's id (PatientRelationship.relationshipId).")]
+        relationship_id: ID,
+        #[graphql(desc = "How they are related.")] relationship_type: Option<
+            PatientRelationshipType,
+        >,
+        #[graphql(desc = "A label for the relation.")] relationship_label: Option<String>,
+        #[graphql(desc = "Contact details to change.")] contact_details: Option<
+            PatientRelationshipContactInput,
+        >,
+    ) -> Result<Option<ResponsePayload<Patient>>> {
+        let practice = authorize_write(ctx)?;
+        let label = line("relationshipLabel", relationship_label)?;
+        let contact = contact_details.map(|c| contact(c, false)).transpose()?;
+        let change = practice
+            .update_relationship(
+                &patient_id,
+                &relationship_id,
+                relationship_type.map(|t| enum_name(t).to_string()),
+                label,
+                contact,
+            )
+            .await
+            .or_fail()?;
+        envelope(ctx, change, Patient)
+    }
+
+    /// Takes a relationship off a patient. Needs `patients:write`.
+    async fn remove_patient_relationship(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The patient's id.")] patient_id: ID,
+        #[graphql(desc = "The relationship's id.")] relationship_id: ID,
+    ) -> Result<Option<ResponsePayload<Patient>>> {
+        let change = authorize_write(ctx)?
+            .remove_relationship(&patient_id, &relationship_id)
+            .await
+            .or_fail()?;
+        envelope(ctx, change, Patient)
+    }
+
+    /// Puts a patient in one of the practice's access groups (at most 20): from then on only
+    /// staff of one of the patient's groups, admins and API tokens see the patient. Needs
+    /// `patients:write`.
+    async fn add_patient_access_group(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The patient's id.")] patient_id: ID,
+        #[graphql(desc = "The access group's id.")] access_group_id: ID,
+    ) -> Result<Option<ResponsePayload<Patient>>> {
+        let change = authorize_write(ctx)?
+            .add_patient_access_group(&patient_id, &access_group_id)
+            .await
+            .or_fail()?;
+        envelope(ctx, change, Patient)
+    }
+
+    /// Takes a patient out of an access group. Needs `patients:write`.
+    async fn remove_patient_access_group(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The patient's id.")] patient_id: ID,
+        #[graphql(desc = "The access group's id.")] access_group_id: ID,
+    ) -> Result<Option<ResponsePayload<Patient>>> {
+        let change = authorize_write(ctx)?
+            .remove_patient_access_group(&patient_id, &access_group_id)
+            .await
+            .or_fail()?;
+        envelope(ctx, change, Patient)
+    }
+
+    /// Gives a patient a membership, or changes it. Needs `patients:write`.
+    async fn add_patient_membership(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The patient's id.")] patient_id: ID,
+        #[graphql(desc = "The membership's name (1 to 200 characters).")] name: String,
+        #[graphql(desc = "When it started.")] start_date: Option<Date>,
+    ) -> Result<Option<ResponsePayload<Patient>>> {
+        let practice = authorize_write(ctx)?;
+        let name = required_text("name", name, MAX_LINE_CHARS)?;
+        let change = practice
+            .set_membership(&patient_id, name, start_date.map(Date::to_stored))
+            .await
+            .or_fail()?;
+        envelope(ctx, change, Patient)
+    }
+
+    /// Ends a patient's membership. Needs `patients:write`.
+    async fn remove_patient_membership(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The patient's id.")] patient_id: ID,
+    ) -> Result<Option<ResponsePayload<Patient>>> {
+        let change = authorize_write(ctx)?
+            .remove_membership(&patient_id)
+            .await
+            .or_fail()?;
+        envelope(ctx, change, Patient)
+    }
+}

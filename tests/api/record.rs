@@ -1,0 +1,873 @@
+//! The full record of a patient: its fields written and read back, its sub-resources and their
+//! refusals, who archived it, on hold, and access groups hiding a patient from staff outside
+//! them.
+
+use serde_json::{Value, json};
+
+use rstest::rstest;
+
+use crate::helpers::{Engine, PASSWORD, TestApp, error_code, error_message};
+use crate::spawn;
+
+const RECORD: &str = "id firstName lastName phones { phoneId phoneType phoneNumber } \
+    birthSurname birthName birthNames placeOfBirth { name code } socialSecurityNumber \
+    googleClientId paymentReference occupation membershipName membershipStartDate \
+    membershipStartDateFormatted onHold sharingToken { token } \
+    numbers { id name value } customAttributes { id title text response required } \
+    communicationPreferences { receiveEmail receiveSMS promotionalMarketing paymentReminders privacyPolicy { response } } \
+    relatedAccounts { relationshipId relationshipType relationshipLabel deleted contactDetails { relatedAccountId firstName lastName companyName email phones { phoneType phoneNumber } notes } } \
+    accessGroups { id name label } \
+    ins { number oid manualIdentification identityAlertStatus identityAlertComment status identityDocument } \
+    archived archivedInfo { archivedAt archivedBy { id } archivedReason archivedComments unarchivedAt unarchivedBy { id } unarchivedReason }";
+
+/// A row of the practice's definitions (access groups, number definitions), made in the
+/// database directly: their own mutations are the settings' (tests/api/catalogue.rs).
+pub(crate) async fn define(app: &TestApp, table: &str, name: &str) -> String {
+    let id = format!("{table}-{name}");
+    let pool = sqlx::AnyPool::connect(&app.database_url)
+        .await
+        .expect("connect");
+    let sql = match table {
+        "access_groups" => {
+            "INSERT INTO access_groups (practice_id, id, name, label, created_at) \
+                            VALUES ($1, $2, $3, $3, 0)"
+        }
+        _ => {
+            "INSERT INTO practice_numbers (practice_id, id, name, created_at) VALUES ($1, $2, $3, 0)"
+        }
+    };
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(&app.practice_id)
+        .bind(&id)
+        .bind(name)
+        .execute(&pool)
+        .await
+        .expect("insert");
+    pool.close().await;
+    id
+}
+
+async fn read(app: &TestApp, token: &str, id: &str) -> Value {
+    let body = app
+        .gql(
+            Some(token),
+            &format!("query($id: ID!) {{ patient(id: $id) {{ {RECORD} }} }}"),
+            json!({ "id": id }),
+        )
+        .await;
+    assert!(body.get("errors").is_none(), "{body}");
+    body["data"]["patient"].clone()
+}
+
+/// Runs a patient mutation with the admin token; returns its payload.
+async fn change(app: &TestApp, mutation: &str, variables: Value) -> Value {
+    let body = app.gql(Some(&app.admin_token), mutation, variables).await;
+    assert!(body.get("errors").is_none(), "{body}");
+    body["data"]
+        .as_object()
+        .and_then(|data| data.values().next())
+        .cloned()
+        .expect("a payload")
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn the_records_fields_are_written_and_read_back(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let create = format!(
+        "mutation($ins: INSInput, $d: CreatePatientDataInput!) {{ createPatient(insData: $ins, patientData: $d) {{ data {{ {RECORD} }} error }} }}"
+    );
+    // An INS number with spaces is refused as BAD_USER_INPUT, and nothing is made.
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            &create,
+            json!({ "ins": { "number": "1850275123456 78" }, "d": { "first": "A" } }),
+        )
+        .await;
+    assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+    assert!(error_message(&body).contains("insData.number"), "{body}");
+
+    let made = change(
+        &app,
+        &create,
+        json!({
+            "ins": { "number": "185027512345678", "oid": "1.2.250.1.213.1.4.8",
+                     "manualIdentification": true, "identityAlertStatus": "NONE", "status": "QUALIFIED",
+                     "identityDocument": "passport" },
+            "d": { "first": "Émile", "last": "Zola", "birthSurname": "Zola", "birthName": "Émile",
+                   "birthNames": "Émile Édouard Charles Antoine",
+                   "placeOfBirth": { "name": "Paris", "code": "75056" },
+                   "socialSecurityNumber": "1 85 02 75 123 456", "paymentReference": "PAY-1",
+                   "googleClientId": "g-1", "occupation": "Writer",
+                   "phoneType": "mobile", "phoneNumber": "+33 6 12 34 56 78",
+                   "communicationPreferences": { "receiveEmail": true, "receiveSMS": false,
+                       "promotionalMarketing": false, "paymentReminders": true, "privacyPolicy": "accepted" },
+                   "customAttributes": [{ "title": "Allergies", "text": "Any allergies?", "response": "None" }] }
+        }),
+    )
+    .await;
+    assert!(made["error"].is_null(), "{made}");
+    let id = made["data"]["id"].as_str().expect("id").to_string();
+    let p = read(&app, &app.admin_token, &id).await;
+    assert_eq!(p["birthNames"], "Émile Édouard Charles Antoine");
+    assert_eq!(
+        p["placeOfBirth"],
+        json!({ "name": "Paris", "code": "75056" })
+    );
+    assert_eq!(p["socialSecurityNumber"], "1 85 02 75 123 456");
+    assert_eq!(p["occupation"], "Writer");
+    assert_eq!(p["onHold"], false);
+    assert_eq!(p["sharingToken"], Value::Null);
+    assert_eq!(p["phones"].as_array().expect("phones").len(), 1);
+    assert_eq!(p["phones"][0]["phoneNumber"], "+33 6 12 34 56 78");
+    assert!(p["phones"][0]["phoneId"].is_string());
+    assert_eq!(
+        p["communicationPreferences"],
+        json!({ "receiveEmail": true, "receiveSMS": false, "promotionalMarketing": false,
+                "paymentReminders": true, "privacyPolicy": { "response": "accepted" } })
+    );
+    assert_eq!(p["customAttributes"][0]["title"], "Allergies");
+    assert_eq!(p["customAttributes"][0]["response"], "None");
+    assert_eq!(
+        p["ins"],
+        json!({ "number": "185027512345678", "oid": "1.2.250.1.213.1.4.8", "manualIdentification": true,
+                "identityAlertStatus": "NONE", "identityAlertComment": null, "status": "QUALIFIED",
+                "identityDocument": "passport" })
+    );
+
+    // An update changes what it names, clears what is null.
+    let update = "mutation($id: ID!, $d: UpdatePatientDataInput!) { updatePatient(id: $id, patientData: $d) { error } }";
+    let done = change(
+        &app,
+        update,
+        json!({ "id": id, "d": { "occupation": "Novelist", "placeOfBirth": null, "ins": null,
+                                 "onHold": true, "socialSecurityNumber": "ab 12-34-56 c" } }),
+    )
+    .await;
+    assert!(done["error"].is_null(), "{done}");
+    let p = read(&app, &app.admin_token, &id).await;
+    assert_eq!(p["occupation"], "Novelist");
+    assert_eq!(p["placeOfBirth"], Value::Null);
+    assert_eq!(p["ins"], Value::Null);
+    assert_eq!(p["onHold"], true);
+    assert_eq!(p["socialSecurityNumber"], "AB 12-34-56 C");
+    assert_eq!(p["birthSurname"], "Zola", "kept");
+    for (data, says) in [
+        (
+            json!({ "socialSecurityNumber": "12" }),
+            "socialSecurityNumber",
+        ),
+        (
+            json!({ "socialSecurityNumber": "12345;DROP" }),
+            "socialSecurityNumber",
+        ),
+        (json!({ "ins": { "oid": "not an oid" } }), "insData.oid"),
+        (json!({ "occupation": "x".repeat(201) }), "occupation"),
+    ] {
+        let body = app
+            .gql(
+                Some(&app.admin_token),
+                update,
+                json!({ "id": id, "d": data }),
+            )
+            .await;
+        assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+        assert!(error_message(&body).contains(says), "{says}: {body}");
+    }
+
+    // First and last are optional, but a patient needs a name or an email.
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            "mutation { createPatient(patientData: { email: \"only@example.com\" }) { data { id firstName } error } }",
+            json!({}),
+        )
+        .await;
+    assert!(
+        body["data"]["createPatient"]["data"]["id"].is_string(),
+        "{body}"
+    );
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            "mutation { createPatient(patientData: { occupation: \"Nobody\" }) { data { id } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn phones_numbers_attributes_relationships_and_membership(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let id = app.patient("Jane", "Doe").await;
+    let other = app.patient("John", "Doe").await;
+    let nhs = define(&app, "practice_numbers", "NHS number").await;
+
+    // Phones: the first is the patient's phoneNumber too.
+    let add_phone = "mutation($p: ID!, $d: AddPhoneData!) { addPatientPhoneNumber(patientId: $p, phoneData: $d) { data { phones { phoneId phoneType phoneNumber } } error } }";
+    let done = change(
+        &app,
+        add_phone,
+        json!({ "p": id, "d": { "phoneNumber": "0100", "phoneType": "home" } }),
+    )
+    .await;
+    let first = done["data"]["phones"][0]["phoneId"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let done = change(
+        &app,
+        add_phone,
+        json!({ "p": id, "d": { "phoneNumber": "0200", "phoneType": "work" } }),
+    )
+    .await;
+    assert_eq!(done["data"]["phones"].as_array().expect("phones").len(), 2);
+    let update_phone = "mutation($p: ID!, $ph: ID!, $d: UpdatePhoneData!) { updatePatientPhoneNumber(patientId: $p, phoneId: $ph, phoneData: $d) { data { phones { phoneNumber } } error } }";
+    let done = change(
+        &app,
+        update_phone,
+        json!({ "p": id, "ph": first, "d": { "phoneNumber": "0111" } }),
+    )
+    .await;
+    assert_eq!(done["data"]["phones"][0]["phoneNumber"], "0111");
+    let done = change(
+        &app,
+        update_phone,
+        json!({ "p": id, "ph": "nope", "d": { "phoneNumber": "1" } }),
+    )
+    .await;
+    assert_eq!(done["error"], "No phone with id nope");
+    let remove_phone = "mutation($p: ID!, $ph: ID!) { removePatientPhoneNumber(patientId: $p, phoneId: $ph) { data { phones { phoneNumber } } error } }";
+    let done = change(&app, remove_phone, json!({ "p": id, "ph": first })).await;
+    assert_eq!(done["data"]["phones"], json!([{ "phoneNumber": "0200" }]));
+    for n in 0..9 {
+        change(
+            &app,
+            add_phone,
+            json!({ "p": id, "d": { "phoneNumber": format!("9{n}"), "phoneType": "x" } }),
+        )
+        .await;
+    }
+    let done = change(
+        &app,
+        add_phone,
+        json!({ "p": id, "d": { "phoneNumber": "99", "phoneType": "x" } }),
+    )
+    .await;
+    assert_eq!(done["error"], "A patient has at most 10 phones");
+    let done = change(
+        &app,
+        add_phone,
+        json!({ "p": "nobody", "d": { "phoneNumber": "1", "phoneType": "x" } }),
+    )
+    .await;
+    assert_eq!(done["error"], "No patient with id nobody");
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            add_phone,
+            json!({ "p": id, "d": { "phoneNumber": " ", "phoneType": "x" } }),
+        )
+        .await;
+    assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+
+    // Numbers, against the practice's definitions.
+    let add_number = "mutation($p: ID!, $d: AddPatientNumberData!) { addPatientNumber(patientId: $p, numberData: $d) { data { numbers { id name value } } error } }";
+    let done = change(
+        &app,
+        add_number,
+        json!({ "p": id, "d": { "numberId": nhs, "value": "943 476 5919" } }),
+    )
+    .await;
+    assert_eq!(
+        done["data"]["numbers"],
+        json!([{ "id": nhs, "name": "NHS number", "value": "943 476 5919" }])
+    );
+    let done = change(
+        &app,
+        add_number,
+        json!({ "p": id, "d": { "numberId": nhs, "value": "1" } }),
+    )
+    .await;
+    assert!(
+        done["error"]
+            .as_str()
+            .expect("refused")
+            .contains("updatePatientNumber"),
+        "{done}"
+    );
+    let done = change(
+        &app,
+        add_number,
+        json!({ "p": id, "d": { "numberId": "no-such", "value": "1" } }),
+    )
+    .await;
+    assert_eq!(done["error"], "No number definition with id no-such");
+    let done = change(
+        &app,
+        "mutation($p: ID!, $n: ID!) { updatePatientNumber(patientId: $p, numberId: $n, value: \"111\") { data { numbers { value } } error } }",
+        json!({ "p": id, "n": nhs }),
+    )
+    .await;
+    assert_eq!(done["data"]["numbers"], json!([{ "value": "111" }]));
+    let remove_number = "mutation($p: ID!, $n: ID!) { removePatientNumber(patientId: $p, numberId: $n) { data { numbers { value } } error } }";
+    let done = change(&app, remove_number, json!({ "p": id, "n": nhs })).await;
+    assert_eq!(done["data"]["numbers"], json!([]));
+    let done = change(&app, remove_number, json!({ "p": id, "n": nhs })).await;
+    assert!(done["error"].is_string(), "{done}");
+
+    // Custom attributes.
+    let add_attr = "mutation($p: ID!, $d: AddCustomAttributeData!) { addPatientAttribute(patientId: $p, attributeData: $d) { data { customAttributes { id title response } } error } }";
+    let done = change(
+        &app,
+        add_attr,
+        json!({ "p": id, "d": { "title": "Diet", "text": "Any diet?", "response": "Vegan" } }),
+    )
+    .await;
+    let attr = done["data"]["customAttributes"][0]["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let done = change(
+        &app,
+        "mutation($p: ID!, $a: ID!) { updatePatientAttribute(patientId: $p, attributeId: $a, attributeData: { response: \"None\" }) { data { customAttributes { title response } } error } }",
+        json!({ "p": id, "a": attr }),
+    )
+    .await;
+    assert_eq!(
+        done["data"]["customAttributes"],
+        json!([{ "title": "Diet", "response": "None" }])
+    );
+    for n in 1..50 {
+        change(
+            &app,
+            add_attr,
+            json!({ "p": id, "d": { "title": format!("Q{n}"), "text": "?", "response": "" } }),
+        )
+        .await;
+    }
+    let done = change(
+        &app,
+        add_attr,
+        json!({ "p": id, "d": { "title": "Q51", "text": "?", "response": "" } }),
+    )
+    .await;
+    assert_eq!(done["error"], "A patient has at most 50 custom attributes");
+    let done = change(
+        &app,
+        "mutation($p: ID!, $a: ID!) { removePatientAttribute(patientId: $p, attributeId: $a) { data { customAttributes { id } } error } }",
+        json!({ "p": id, "a": attr }),
+    )
+    .await;
+    assert_eq!(
+        done["data"]["customAttributes"]
+            .as_array()
+            .expect("list")
+            .len(),
+        49
+    );
+
+    // Relationships: another patient, or a free contact with a name.
+    let add_rel = "mutation($p: ID!, $t: PatientRelationshipType!, $l: String, $c: PatientRelationshipContactInput!) { addPatientRelationship(patientId: $p, relationshipType: $t, relationshipLabel: $l, contactDetails: $c) { data { relatedAccounts { relationshipId relationshipType relationshipLabel deleted contactDetails { relatedAccountId firstName phones { phoneNumber } } } } error } }";
+    let done = change(&app, add_rel, json!({ "p": id, "t": "SPOUSE_PARTNER", "l": "Husband", "c": { "relatedAccountId": other } })).await;
+    assert_eq!(
+        done["data"]["relatedAccounts"][0]["relationshipType"],
+        "SPOUSE_PARTNER"
+    );
+    assert_eq!(
+        done["data"]["relatedAccounts"][0]["contactDetails"]["relatedAccountId"],
+        other.as_str()
+    );
+    let done = change(
+        &app,
+        add_rel,
+        json!({ "p": id, "t": "GP", "c": { "firstName": "Gregory", "phoneNumber": "0300" } }),
+    )
+    .await;
+    let gp = done["data"]["relatedAccounts"][1]["relationshipId"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    assert_eq!(
+        done["data"]["relatedAccounts"][1]["contactDetails"]["phones"],
+        json!([{ "phoneNumber": "0300" }])
+    );
+    let done = change(
+        &app,
+        add_rel,
+        json!({ "p": id, "t": "FAMILY", "c": { "relatedAccountId": "nobody" } }),
+    )
+    .await;
+    assert_eq!(done["error"], "No patient with id nobody");
+    let done = change(
+        &app,
+        add_rel,
+        json!({ "p": id, "t": "FAMILY", "c": { "relatedAccountId": id } }),
+    )
+    .await;
+    assert_eq!(done["error"], "A patient cannot be related to themselves");
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            add_rel,
+            json!({ "p": id, "t": "FAMILY", "c": { "notes": "no name" } }),
+        )
+        .await;
+    assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            add_rel,
+            json!({ "p": id, "t": "COUSIN", "c": { "firstName": "A" } }),
+        )
+        .await;
+    assert_eq!(error_code(&body), "GRAPHQL_VALIDATION_FAILED", "{body}");
+    let done = change(
+        &app,
+        "mutation($p: ID!, $r: ID!) { updatePatientRelationship(patientId: $p, relationshipId: $r, relationshipType: PRACTITIONER, contactDetails: { lastName: \"House\" }) { data { relatedAccounts { relationshipType contactDetails { firstName } } } error } }",
+        json!({ "p": id, "r": gp }),
+    )
+    .await;
+    assert_eq!(
+        done["data"]["relatedAccounts"][1]["relationshipType"],
+        "PRACTITIONER"
+    );
+    assert_eq!(
+        done["data"]["relatedAccounts"][1]["contactDetails"]["firstName"], "Gregory",
+        "kept"
+    );
+    let done = change(
+        &app,
+        "mutation($p: ID!, $r: ID!) { removePatientRelationship(patientId: $p, relationshipId: $r) { data { relatedAccounts { relationshipId } } error } }",
+        json!({ "p": id, "r": gp }),
+    )
+    .await;
+    assert_eq!(
+        done["data"]["relatedAccounts"]
+            .as_array()
+            .expect("list")
+            .len(),
+        1
+    );
+
+    // Membership.
+    let done = change(
+        &app,
+        "mutation($p: ID!) { addPatientMembership(patientId: $p, name: \"Gold\", startDate: \"2026-01-01\") { data { membershipName membershipStartDate membershipStartDateFormatted } error } }",
+        json!({ "p": id }),
+    )
+    .await;
+    assert_eq!(
+        done["data"],
+        json!({ "membershipName": "Gold", "membershipStartDate": "2026-01-01", "membershipStartDateFormatted": "2026-01-01" })
+    );
+    let remove = "mutation($p: ID!) { removePatientMembership(patientId: $p) { data { membershipName } error } }";
+    let done = change(&app, remove, json!({ "p": id })).await;
+    assert_eq!(done["data"]["membershipName"], Value::Null);
+    let done = change(&app, remove, json!({ "p": id })).await;
+    assert_eq!(done["error"], "The patient has no membership");
+
+    // Each change is an event (on PostgreSQL the feed shows a commit once no earlier one can
+    // still land before it: a moment later).
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let events = app
+            .ok(
+                "{ events(limit: 500, eventTypes: [\"patient.phone.added\", \"patient.number.updated\", \"patient.customAttribute.removed\", \"patient.relationship.added\", \"patient.membership.updated\"]) { data { eventType } } }",
+                json!({}),
+            )
+            .await;
+        let kinds: std::collections::BTreeSet<String> = events["events"]["data"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .map(|e| e["eventType"].as_str().unwrap_or("").to_string())
+            .collect();
+        if kinds.len() == 5 {
+            break;
+        }
+        assert!(std::time::Instant::now() < until, "{kinds:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+
+    // An archived patient's lists do not change; a deleted patient's neither.
+    change(
+        &app,
+        "mutation($id: ID!) { archivePatient(id: $id) { error } }",
+        json!({ "id": other }),
+    )
+    .await;
+    let done = change(
+        &app,
+        add_phone,
+        json!({ "p": other, "d": { "phoneNumber": "1", "phoneType": "x" } }),
+    )
+    .await;
+    assert_eq!(
+        done["error"],
+        "This patient is archived: unarchive them before changing their record"
+    );
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn archiving_records_who_and_why_and_on_hold_stops_bookings(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let email = app.user("practitioner", "doc@example.com").await;
+    let session = app.sign_in(&email, PASSWORD).await;
+    let me = app
+        .gql(Some(&session), "{ currentUser { id } }", json!({}))
+        .await["data"]["currentUser"]["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let id = app.patient("Jane", "Doe").await;
+    let body = app
+        .gql(
+            Some(&session),
+            "mutation($id: ID!) { archivePatient(id: $id, archiveReason: DECEASED_PATIENT, comments: \"RIP\") { data { archiveReason archivedInfo { archivedBy { id } archivedReason archivedComments } } error } }",
+            json!({ "id": id }),
+        )
+        .await;
+    let data = &body["data"]["archivePatient"]["data"];
+    assert_eq!(data["archiveReason"], "DECEASED_PATIENT", "{body}");
+    assert_eq!(data["archivedInfo"]["archivedBy"]["id"], me.as_str());
+    assert_eq!(data["archivedInfo"]["archivedReason"], "DECEASED_PATIENT");
+    assert_eq!(data["archivedInfo"]["archivedComments"], "RIP");
+    let body = app
+        .gql(
+            Some(&session),
+            "mutation($id: ID!) { unarchivePatient(id: $id, unarchiveReason: AUDIT_AND_ADMINISTRATIVE_REASONS) { data { archived archiveReason archivedInfo { archivedReason unarchivedAt unarchivedBy { id } unarchivedReason } } error } }",
+            json!({ "id": id }),
+        )
+        .await;
+    let data = &body["data"]["unarchivePatient"]["data"];
+    assert_eq!(data["archived"], false, "{body}");
+    assert_eq!(data["archiveReason"], Value::Null);
+    assert_eq!(data["archivedInfo"]["archivedReason"], "DECEASED_PATIENT");
+    assert_eq!(data["archivedInfo"]["unarchivedBy"]["id"], me.as_str());
+    assert_eq!(
+        data["archivedInfo"]["unarchivedReason"],
+        "AUDIT_AND_ADMINISTRATIVE_REASONS"
+    );
+    // A free-text reason reads as OTHER among the reasons.
+    let body = app
+        .ok(
+            "mutation($id: ID!) { archivePatient(id: $id, reason: \"Moved to Spain\") { data { archiveReason archivedInfo { archivedReason archivedBy { id } } } } }",
+            json!({ "id": id }),
+        )
+        .await;
+    let data = &body["archivePatient"]["data"];
+    assert_eq!(data["archiveReason"], "Moved to Spain");
+    assert_eq!(data["archivedInfo"]["archivedReason"], "OTHER");
+    assert_eq!(
+        data["archivedInfo"]["archivedBy"],
+        Value::Null,
+        "an API token is no user"
+    );
+
+    // On hold: no booking.
+    let held = app.patient("Held", "Back").await;
+    let doctor = app.doctor("Grace", "Hopper").await;
+    change(
+        &app,
+        "mutation($id: ID!) { updatePatient(id: $id, patientData: { onHold: true }) { error } }",
+        json!({ "id": held }),
+    )
+    .await;
+    let book = "mutation($p: ID!, $d: ID!) { createBooking(bookingData: { patient: $p, doctor: $d, start: \"2031-01-01T09:00:00Z\", end: \"2031-01-01T09:30:00Z\" }) { data { id } error } }";
+    let done = change(&app, book, json!({ "p": held, "d": doctor })).await;
+    assert_eq!(
+        done["error"],
+        "The patient is on hold: take them off hold (onHold: false) before booking"
+    );
+    change(
+        &app,
+        "mutation($id: ID!) { updatePatient(id: $id, patientData: { onHold: false }) { error } }",
+        json!({ "id": held }),
+    )
+    .await;
+    let done = change(&app, book, json!({ "p": held, "d": doctor })).await;
+    assert!(done["data"]["id"].is_string(), "{done}");
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn access_groups_hide_a_patient_from_staff_outside_them(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let oncology = define(&app, "access_groups", "oncology").await;
+    let psychiatry = define(&app, "access_groups", "psychiatry").await;
+    let doctor = app.doctor("Grace", "Hopper").await;
+    let open = app.patient("Open", "Record").await;
+    let secret = app.patient("Secret", "Record").await;
+    let done = change(
+        &app,
+        "mutation($p: ID!, $g: ID!) { addPatientAccessGroup(patientId: $p, accessGroupId: $g) { data { accessGroups { id name label } } error } }",
+        json!({ "p": secret, "g": psychiatry }),
+    )
+    .await;
+    assert_eq!(
+        done["data"]["accessGroups"],
+        json!([{ "id": psychiatry, "name": "psychiatry", "label": "psychiatry" }])
+    );
+    let done = change(
+        &app,
+        "mutation($p: ID!, $g: ID!) { addPatientAccessGroup(patientId: $p, accessGroupId: $g) { error } }",
+        json!({ "p": secret, "g": psychiatry }),
+    )
+    .await;
+    assert_eq!(done["error"], "The patient is in this access group already");
+    let done = change(
+        &app,
+        "mutation($p: ID!, $g: ID!) { addPatientAccessGroup(patientId: $p, accessGroupId: $g) { error } }",
+        json!({ "p": secret, "g": "no-such-group" }),
+    )
+    .await;
+    assert_eq!(done["error"], "No access group with id no-such-group");
+    let booking = change(
+        &app,
+        "mutation($p: ID!, $d: ID!) { createBooking(bookingData: { patient: $p, doctor: $d, start: \"2031-01-01T09:00:00Z\", end: \"2031-01-01T09:30:00Z\" }) { data { id } error } }",
+        json!({ "p": secret, "d": doctor }),
+    )
+    .await["data"]["id"]
+        .as_str()
+        .expect("booking")
+        .to_string();
+
+    // A practitioner in oncology only; another in psychiatry.
+    let outsider = app.user("practitioner", "out@example.com").await;
+    let insider = app.user("practitioner", "in@example.com").await;
+    let users = app
+        .ok(
+            "{ users(pagination: { pageSize: 100 }) { data { id email } } }",
+            json!({}),
+        )
+        .await;
+    let id_of = |email: &str| {
+        users["users"]["data"]
+            .as_array()
+            .expect("users")
+            .iter()
+            .find(|u| u["email"] == email)
+            .expect("user")["id"]
+            .as_str()
+            .expect("id")
+            .to_string()
+    };
+    for (email, group) in [(&outsider, &oncology), (&insider, &psychiatry)] {
+        let body = app
+            .ok(
+                "mutation($id: ID!, $g: [ID!]) { updateUser(id: $id, input: { accessGroupIds: $g }) { data { accessGroupIds } error } }",
+                json!({ "id": id_of(email), "g": [group] }),
+            )
+            .await;
+        assert_eq!(
+            body["updateUser"]["data"]["accessGroupIds"],
+            json!([group]),
+            "{body}"
+        );
+    }
+    let body = app
+        .ok(
+            "mutation($id: ID!) { updateUser(id: $id, input: { accessGroupIds: [\"nope\"] }) { error } }",
+            json!({ "id": id_of(&outsider) }),
+        )
+        .await;
+    assert_eq!(body["updateUser"]["error"], "No access group with id nope");
+    let out = app.sign_in(&outsider, PASSWORD).await;
+    let inside = app.sign_in(&insider, PASSWORD).await;
+
+    // The outsider: the patient does not exist, in every read.
+    let body = app
+        .gql(
+            Some(&out),
+            "query($id: ID!) { patient(id: $id) { id } }",
+            json!({ "id": secret }),
+        )
+        .await;
+    assert_eq!(body["data"]["patient"], Value::Null, "{body}");
+    let list = "query($s: String) { patients(search: $s, pagination: { pageSize: 1 }) { data { id } pageInfo { hasMore } } }";
+    let body = app.gql(Some(&out), list, json!({})).await;
+    assert_eq!(
+        body["data"]["patients"]["data"],
+        json!([{ "id": open }]),
+        "{body}"
+    );
+    assert_eq!(
+        body["data"]["patients"]["pageInfo"]["hasMore"], false,
+        "{body}"
+    );
+    let body = app.gql(Some(&out), list, json!({ "s": "Secret" })).await;
+    assert_eq!(body["data"]["patients"]["data"], json!([]), "{body}");
+    let body = app.gql(Some(&out), list, json!({ "s": "Se" })).await;
+    assert_eq!(body["data"]["patients"]["data"], json!([]), "{body}");
+    let body = app
+        .gql(
+            Some(&out),
+            "query($id: ID!) { booking(id: $id) { id patient { id } } }",
+            json!({ "id": booking }),
+        )
+        .await;
+    assert_eq!(body["data"]["booking"]["patient"], Value::Null, "{body}");
+    let events = "{ events(limit: 500) { data { eventType identifiers { patientId } } } }";
+    let done = app
+        .gql(
+            Some(&out),
+            "mutation($id: ID!) { updatePatient(id: $id, patientData: { occupation: \"x\" }) { error } }",
+            json!({ "id": secret }),
+        )
+        .await;
+    assert_eq!(
+        done["data"]["updatePatient"]["error"],
+        format!("No patient with id {secret}")
+    );
+    let done = app
+        .gql(
+            Some(&out),
+            "mutation($p: ID!, $d: ID!) { createBooking(bookingData: { patient: $p, doctor: $d, start: \"2031-01-02T09:00:00Z\", end: \"2031-01-02T09:30:00Z\" }) { error } }",
+            json!({ "p": secret, "d": doctor }),
+        )
+        .await;
+    assert_eq!(
+        done["data"]["createBooking"]["error"],
+        format!("No patient with id {secret}")
+    );
+
+    // The insider, an admin and an API token see it.
+    let body = app
+        .gql(
+            Some(&inside),
+            "query($id: ID!) { patient(id: $id) { id } }",
+            json!({ "id": secret }),
+        )
+        .await;
+    assert_eq!(body["data"]["patient"]["id"], secret.as_str(), "{body}");
+    // Once the insider's feed shows the patient's events, the outsider's still does not.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !app
+        .gql(Some(&inside), events, json!({}))
+        .await
+        .to_string()
+        .contains(&secret)
+    {
+        assert!(
+            std::time::Instant::now() < until,
+            "the insider sees the events"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let body = app.gql(Some(&out), events, json!({})).await;
+    assert!(
+        body["data"]["events"]["data"]
+            .as_array()
+            .is_some_and(|e| !e.is_empty()),
+        "{body}"
+    );
+    assert!(!body.to_string().contains(&secret), "{body}");
+    let body = app
+        .gql(Some(&inside), "{ patients { data { id } } }", json!({}))
+        .await;
+    assert_eq!(
+        body["data"]["patients"]["data"]
+            .as_array()
+            .expect("list")
+            .len(),
+        2,
+        "{body}"
+    );
+    let admin = app.user("admin", "boss@example.com").await;
+    let boss = app.sign_in(&admin, PASSWORD).await;
+    let body = app
+        .gql(
+            Some(&boss),
+            "query($id: ID!) { patient(id: $id) { id } }",
+            json!({ "id": secret }),
+        )
+        .await;
+    assert_eq!(body["data"]["patient"]["id"], secret.as_str(), "{body}");
+    let body = app
+        .ok(
+            "query($id: ID!) { patient(id: $id) { id } }",
+            json!({ "id": secret }),
+        )
+        .await;
+    assert_eq!(body["patient"]["id"], secret.as_str());
+
+    // Out of every group, the patient is everyone's again.
+    change(
+        &app,
+        "mutation($p: ID!, $g: ID!) { removePatientAccessGroup(patientId: $p, accessGroupId: $g) { error } }",
+        json!({ "p": secret, "g": psychiatry }),
+    )
+    .await;
+    let body = app
+        .gql(
+            Some(&out),
+            "query($id: ID!) { patient(id: $id) { id } }",
+            json!({ "id": secret }),
+        )
+        .await;
+    assert_eq!(body["data"]["patient"]["id"], secret.as_str(), "{body}");
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_patients_bookings_page_with_its_total(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let patient = app.patient("Jane", "Doe").await;
+    let doctor = app.doctor("Grace", "Hopper").await;
+    let mut ids = Vec::new();
+    for hour in [9, 10, 11] {
+        let done = change(
+            &app,
+            "mutation($p: ID!, $d: ID!, $s: DateTime!, $e: DateTime!) { createBooking(bookingData: { patient: $p, doctor: $d, start: $s, end: $e }) { data { id } error } }",
+            json!({ "p": patient, "d": doctor, "s": format!("2031-01-01T{hour:02}:00:00Z"), "e": format!("2031-01-01T{hour:02}:30:00Z") }),
+        )
+        .await;
+        ids.push(done["data"]["id"].as_str().expect("booking").to_string());
+    }
+    change(
+        &app,
+        "mutation($id: ID!) { deleteBooking(id: $id) { error } }",
+        json!({ "id": ids[2] }),
+    )
+    .await;
+    let query = "query($id: ID!, $o: QueryOptions, $g: Pagination) { patient(id: $id) { \
+                 bookingsWithPagination(start: \"2031-01-01\", end: \"2031-01-01\", queryOptions: $o, pagination: $g) { data { id } meta { page pageSize hasMore total } } \
+                 bookings(start: \"2031-01-01\", end: \"2031-01-01\", queryOptions: $o, pagination: $g) { id } } }";
+    let body = app
+        .ok(query, json!({ "id": patient, "g": { "pageSize": 1 } }))
+        .await;
+    let page = &body["patient"]["bookingsWithPagination"];
+    assert_eq!(page["data"], json!([{ "id": ids[0] }]), "{body}");
+    assert_eq!(
+        page["meta"],
+        json!({ "page": 1, "pageSize": 1, "hasMore": true, "total": 2 })
+    );
+    assert_eq!(body["patient"]["bookings"], json!([{ "id": ids[0] }]));
+    let body = app
+        .ok(
+            query,
+            json!({ "id": patient, "o": { "includeDeleted": true }, "g": { "page": 2, "pageSize": 2 } }),
+        )
+        .await;
+    let page = &body["patient"]["bookingsWithPagination"];
+    assert_eq!(page["data"], json!([{ "id": ids[2] }]), "{body}");
+    assert_eq!(
+        page["meta"],
+        json!({ "page": 2, "pageSize": 2, "hasMore": false, "total": 3 })
+    );
+}
