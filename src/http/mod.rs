@@ -9,6 +9,7 @@ mod idempotency;
 mod prometheus;
 mod reply;
 mod server;
+mod settings;
 mod sse;
 mod ws;
 
@@ -110,6 +111,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(api)
         .route("/graphiql/{file}", get(graphiql::asset))
+        .merge(settings::routes())
         .route("/health", get(health))
         .route("/healthz", get(health))
         .route("/readyz", get(ready))
