@@ -101,62 +101,70 @@ const linkToken = (params) => {
   return token;
 };
 
-/// After a link's page: the token leaves the address bar and the tab's history.
-const forgetLink = () => history.replaceState(null, '', `${location.pathname}#/`);
-
-export function SetPassword({ params }) {
+/// `[submit, busy]` for a one-time link's page: `submit(variables)` runs the mutation
+/// `field` (a SignInPayload) with the link's token as `$token`, sends no x-token, takes the
+/// token out of the address bar and the tab's history, and keeps the new session.
+function useLinkSignIn(params, field, query, message) {
   const app = useApp();
   const [run, busy] = useAction();
-  const setPassword = (password) =>
+  const submit = (variables) =>
     run(async () => {
-      const payload = await mutate(
-        `mutation setPassword($token: String!, $password: String!) {
-          setPassword(setPasswordToken: $token, password: $password) { ${SIGNED_IN} }
-        }`,
-        { token: linkToken(params), password },
-        'setPassword',
-        { anonymous: true },
-      );
-      forgetLink();
-      app.signedIn(remember(payload), 'Your password is set, and you are signed in.');
+      const payload = await mutate(query, { token: linkToken(params), ...variables }, field, {
+        anonymous: true,
+      });
+      history.replaceState(null, '', `${location.pathname}#/`);
+      app.signedIn(remember(payload), message);
     });
+  return [submit, busy];
+}
+
+export function SetPassword({ params }) {
+  const [setPassword, busy] = useLinkSignIn(
+    params,
+    'setPassword',
+    `mutation setPassword($token: String!, $password: String!) {
+      setPassword(setPasswordToken: $token, password: $password) { ${SIGNED_IN} }
+    }`,
+    'Your password is set, and you are signed in.',
+  );
   return html`
     <${Page}
       title="Choose your password"
       intro="An admin of the practice gave you this link. It works once: choose the password you will sign in with."
     >
-      <${NewPassword} submitLabel="Set password and sign in" busy=${busy} onPassword=${setPassword} />
+      <${NewPassword}
+        submitLabel="Set password and sign in"
+        busy=${busy}
+        onPassword=${(password) => setPassword({ password })}
+      />
     <//>
   `;
 }
 
 export function SetUp({ params }) {
-  const app = useApp();
-  const [run, busy] = useAction();
   const [email, setEmail] = useState('');
   const [firstName, setFirstName] = useState('');
   const [lastName, setLastName] = useState('');
-  const createFirstAdmin = (password) =>
-    run(async () => {
-      const payload = await mutate(
-        `mutation createFirstAdmin($token: String!, $email: String!, $firstName: String!,
-                                   $lastName: String!, $password: String!) {
-          createFirstAdmin(setupToken: $token, email: $email, firstName: $firstName,
-                           lastName: $lastName, password: $password) { ${SIGNED_IN} }
-        }`,
-        { token: linkToken(params), email, firstName, lastName, password },
-        'createFirstAdmin',
-        { anonymous: true },
-      );
-      forgetLink();
-      app.signedIn(remember(payload), 'You are the practice’s first admin, and signed in.');
-    });
+  const [createFirstAdmin, busy] = useLinkSignIn(
+    params,
+    'createFirstAdmin',
+    `mutation createFirstAdmin($token: String!, $email: String!, $firstName: String!,
+                               $lastName: String!, $password: String!) {
+      createFirstAdmin(setupToken: $token, email: $email, firstName: $firstName,
+                       lastName: $lastName, password: $password) { ${SIGNED_IN} }
+    }`,
+    'You are the practice’s first admin, and signed in.',
+  );
   return html`
     <${Page}
       title="Set up the practice"
       intro="The practice has no staff yet. Make its first admin: you. This link works once."
     >
-      <${NewPassword} submitLabel="Create admin and sign in" busy=${busy} onPassword=${createFirstAdmin}>
+      <${NewPassword}
+        submitLabel="Create admin and sign in"
+        busy=${busy}
+        onPassword=${(password) => createFirstAdmin({ email, firstName, lastName, password })}
+      >
         <${Field} label="Email" type="email" autocomplete="username" required value=${email} onValue=${setEmail} />
         <${Field}
           label="First name"

@@ -14,25 +14,14 @@ import {
   onSubmit,
   useAction,
   useLoad,
+  usePagedList,
   useState,
 } from './ui.js';
 
 const LABEL_FIELDS = 'id title color';
 
 export function Labels() {
-  const [page, setPage] = useState(1);
-  const labels = useLoad(
-    async () =>
-      (
-        await request(
-          `query labels($page: Int) {
-            labels(pagination: { page: $page, pageSize: 50 }) { data { ${LABEL_FIELDS} } pageInfo { page pageSize hasMore } }
-          }`,
-          { page },
-        )
-      ).labels,
-    [page],
-  );
+  const labels = usePagedList('labels', LABEL_FIELDS, 50);
   const rows = (labels.data?.data ?? []).map(
     (label) => html`<${LabelRow} key=${label.id} label=${label} reload=${labels.reload} />`,
   );
@@ -45,7 +34,7 @@ export function Labels() {
           rows=${rows}
           empty=${emptyText(labels, 'No label yet.')}
         />
-        <${Pager} pageInfo=${labels.data?.pageInfo} onPage=${setPage} label="Pages of labels" />
+        <${Pager} pageInfo=${labels.data?.pageInfo} onPage=${labels.setPage} label="Pages of labels" />
       <//>
       <${Section} title="Add a label">
         <${NewLabel} onCreated=${labels.reload} />

@@ -20,6 +20,7 @@ import {
   useAction,
   useApp,
   useLoad,
+  usePagedList,
   useState,
 } from './ui.js';
 
@@ -47,19 +48,7 @@ const LinkOnce = ({ link, onDone }) => html`<${OneTimeSecret}
 />`;
 
 export function Staff() {
-  const [page, setPage] = useState(1);
-  const users = useLoad(
-    async () =>
-      (
-        await request(
-          `query users($page: Int) {
-            users(pagination: { page: $page, pageSize: 25 }) { data { ${USER_FIELDS} } pageInfo { page pageSize hasMore } }
-          }`,
-          { page },
-        )
-      ).users,
-    [page],
-  );
+  const users = usePagedList('users', USER_FIELDS);
   const [link, setLink] = useState(null);
   const rows = (users.data?.data ?? []).map(
     (user) => html`
@@ -82,7 +71,7 @@ export function Staff() {
           rows=${rows}
           empty=${emptyText(users, 'No staff yet.')}
         />
-        <${Pager} pageInfo=${users.data?.pageInfo} onPage=${setPage} label="Pages of staff" />
+        <${Pager} pageInfo=${users.data?.pageInfo} onPage=${users.setPage} label="Pages of staff" />
       <//>
       <${Section} title="Add a staff member">
         <${NewStaff}

@@ -12,6 +12,8 @@ import {
   useState,
 } from './htm-preact-standalone.js';
 
+import { request } from './api.js';
+
 export { html, useEffect, useRef, useState };
 
 /// What the shell gives every page: `user` (the signed-in staff user), `say(sentence)` for
@@ -47,6 +49,28 @@ export function useLoad(load, deps = []) {
     };
   }, [...deps, round]);
   return { ...state, reload: () => setRound((n) => n + 1) };
+}
+
+/// One page of a paged list of the API, read as
+/// `FIELD(pagination: { page, pageSize }) { data { SELECTION } pageInfo { ... } }`:
+/// what `useLoad` gives (its `data` is `{ data: [...], pageInfo }`), and `setPage(n)`.
+export function usePagedList(field, selection, pageSize = 25) {
+  const [page, setPage] = useState(1);
+  const loaded = useLoad(
+    async () =>
+      (
+        await request(
+          `query ${field}($page: Int) {
+            ${field}(pagination: { page: $page, pageSize: ${pageSize} }) {
+              data { ${selection} } pageInfo { page pageSize hasMore }
+            }
+          }`,
+          { page },
+        )
+      )[field],
+    [page],
+  );
+  return { ...loaded, setPage };
 }
 
 /// `[run, busy]`: `run(action, done)` clears the messages, runs the async `action`, says

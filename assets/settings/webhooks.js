@@ -19,6 +19,7 @@ import {
   onSubmit,
   useAction,
   useLoad,
+  usePagedList,
   useState,
 } from './ui.js';
 
@@ -68,19 +69,7 @@ const SecretOnce = ({ secret, onDone }) => html`<${OneTimeSecret}
 />`;
 
 export function Webhooks() {
-  const [page, setPage] = useState(1);
-  const webhooks = useLoad(
-    async () =>
-      (
-        await request(
-          `query webhooks($page: Int) {
-            webhooks(pagination: { page: $page, pageSize: 25 }) { data { ${WEBHOOK_FIELDS} } pageInfo { page pageSize hasMore } }
-          }`,
-          { page },
-        )
-      ).webhooks,
-    [page],
-  );
+  const webhooks = usePagedList('webhooks', WEBHOOK_FIELDS);
   const [secret, setSecret] = useState(null);
   const rows = (webhooks.data?.data ?? []).map(
     (webhook) =>
@@ -101,7 +90,7 @@ export function Webhooks() {
           rows=${rows}
           empty=${emptyText(webhooks, 'No webhook yet.')}
         />
-        <${Pager} pageInfo=${webhooks.data?.pageInfo} onPage=${setPage} label="Pages of webhooks" />
+        <${Pager} pageInfo=${webhooks.data?.pageInfo} onPage=${webhooks.setPage} label="Pages of webhooks" />
       <//>
       <${Section} title="Add a webhook">
         <${NewWebhook}
