@@ -104,6 +104,7 @@ function Shell() {
       setStatus('');
       if (error instanceof SessionEnded) {
         setUser(null);
+        setPractice(null);
         setAlert(SESSION_ENDED);
         return;
       }
