@@ -11,7 +11,8 @@
 //!   admin would (see that script for the scenarios): tokens made, used over HTTP and
 //!   revoked; staff added, signed in, disabled; a password reset ending sessions; each
 //!   refusal shown as a sentence; axe-core with no serious or critical violation on every
-//!   page; a screenshot of each page at 1280x800 in `docs/screenshots/`. It needs
+//!   page; a screenshot of each page at 1280x800 in `target/settings-screenshots/`, or in
+//!   `docs/screenshots/` (README's) with `UPDATE_SCREENSHOTS=1`. It needs
 //!   `/usr/bin/chromium` and Node.js (`apt-get install chromium nodejs npm`): without them it
 //!   is skipped, but fails when `CI=true`. It runs `npm ci` in `tests/browser` when the
 //!   locked playwright-core or axe-core is not installed there (no browser is downloaded).
@@ -382,7 +383,12 @@ async fn settings_works_in_headless_chromium() {
     let started = Instant::now();
     let browser_dir = manifest_dir().join("tests/browser");
     install_packages(&browser_dir).await;
-    let screenshots = manifest_dir().join("docs/screenshots");
+    // README's pictures are taken again only when asked (`UPDATE_SCREENSHOTS=1`): each run's
+    // differ by their times and ids, and would leave the tree changed after every test run.
+    let screenshots = match std::env::var("UPDATE_SCREENSHOTS").as_deref() {
+        Ok("1") => manifest_dir().join("docs/screenshots"),
+        _ => manifest_dir().join("target/settings-screenshots"),
+    };
 
     let server = start_server().await;
     let script = tokio::process::Command::new("node")

@@ -101,7 +101,8 @@ impl AppState {
     }
 }
 
-/// The routes: `/graphql` (GET and POST), GraphiQL's files, and health.
+/// The routes: `/graphql` (GET and POST), GraphiQL's files, the Settings application
+/// (`/settings`), and health.
 pub fn router(state: AppState) -> Router {
     let api = Router::new().route("/graphql", get(graphql::handle).post(graphql::handle));
     let api = match cors(&state.cors_origins) {
