@@ -9,6 +9,7 @@ mod idempotency;
 mod prometheus;
 mod reply;
 mod server;
+mod settings;
 mod sse;
 mod ws;
 
@@ -100,7 +101,8 @@ impl AppState {
     }
 }
 
-/// The routes: `/graphql` (GET and POST), GraphiQL's files, and health.
+/// The routes: `/graphql` (GET and POST), GraphiQL's files, the Settings application
+/// (`/settings`), and health.
 pub fn router(state: AppState) -> Router {
     let api = Router::new().route("/graphql", get(graphql::handle).post(graphql::handle));
     let api = match cors(&state.cors_origins) {
@@ -110,6 +112,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(api)
         .route("/graphiql/{file}", get(graphiql::asset))
+        .merge(settings::routes())
         .route("/health", get(health))
         .route("/healthz", get(health))
         .route("/readyz", get(ready))
