@@ -39,6 +39,24 @@ export const EVENT_GROUPS = [
     ],
   ],
   [
+    "Patients' records",
+    [
+      'patient.phone.added',
+      'patient.phone.updated',
+      'patient.phone.removed',
+      'patient.number.added',
+      'patient.number.updated',
+      'patient.number.removed',
+      'patient.customAttribute.added',
+      'patient.customAttribute.updated',
+      'patient.customAttribute.removed',
+      'patient.relationship.added',
+      'patient.relationship.updated',
+      'patient.relationship.removed',
+      'patient.membership.updated',
+    ],
+  ],
+  [
     'Bookings',
     [
       'booking.created',

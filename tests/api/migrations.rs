@@ -316,3 +316,163 @@ async fn search_upgrades_in_place_with_every_patient() {
         .expect("not too broad");
     assert!(elsewhere.items.is_empty(), "another practice's patient");
 }
+
+/// A database made by the previous release (migrations up to 0013, before staff management
+/// and the full record), with a practice, a staff user and their session, an API token, a
+/// patient with a phone and a label, and a booking, is upgraded in place: every record is
+/// there as it was, the phone is the first of the patient's list, the booking confirmed, the
+/// tokens still work, and nothing new hides anything.
+#[rstest::rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn the_previous_release_upgrades_in_place_with_every_record(#[case] engine: Engine) {
+    use practice_api::auth::{authenticate, secret};
+    let Some(db) = TestDatabase::new(engine).await else {
+        return;
+    };
+    sqlx::any::install_default_drivers();
+    let url = match engine {
+        Engine::Sqlite => format!("{}?mode=rwc", db.url),
+        Engine::Postgres => db.url.clone(),
+    };
+    let pool = sqlx::AnyPool::connect(&url).await.expect("open");
+    let folder = match engine {
+        Engine::Sqlite => "sqlite",
+        Engine::Postgres => "postgres",
+    };
+    let mut old = sqlx::migrate::Migrator::new(std::path::Path::new(&format!(
+        "{}/migrations/{folder}",
+        env!("CARGO_MANIFEST_DIR")
+    )))
+    .await
+    .expect("migrations");
+    let before: Vec<_> = old
+        .migrations
+        .iter()
+        .filter(|m| m.version <= 13)
+        .cloned()
+        .collect();
+    old.migrations = std::borrow::Cow::Owned(before);
+    old.run(&pool).await.expect("migrate to 0013");
+
+    let api = secret::new_secret("p1");
+    let session = secret::new_secret("p1");
+    let statements: Vec<(&str, Vec<String>)> = vec![
+        (
+            "INSERT INTO practices (id, name, is_default, created_at) VALUES ('p1', 'Old clinic', 1, 0)",
+            vec![],
+        ),
+        (
+            "INSERT INTO users (practice_id, id, email, password_hash, title, first_name, \
+             last_name, role, is_doctor, created_at, updated_at) VALUES ('p1', 'u1', \
+             'grace@example.com', 'x', 'Dr', 'Grace', 'Hopper', 'practitioner', 1, 0, 0)",
+            vec![],
+        ),
+        (
+            "INSERT INTO tokens (practice_id, id, kind, name, secret_hash, permissions, user_id, \
+             created_at, expires_at) VALUES ('p1', 't1', 'api', 'crm', $1, '*', NULL, 0, NULL)",
+            vec![api.hash.clone()],
+        ),
+        (
+            "INSERT INTO tokens (practice_id, id, kind, name, secret_hash, permissions, user_id, \
+             created_at, expires_at) VALUES ('p1', 't2', 'user', 'sign-in', $1, '', 'u1', 0, \
+             4102444800000)",
+            vec![session.hash.clone()],
+        ),
+        (
+            "INSERT INTO patients (practice_id, id, first_name, last_name, email, phone_type, \
+             phone_number, search_text, created_at, updated_at) VALUES ('p1', 'pa1', 'Jane', \
+             'Doe', 'jane@example.com', 'mobile', '07700 900123', 'jane doe jane@example.com', \
+             0, 0)",
+            vec![],
+        ),
+        (
+            "INSERT INTO labels (practice_id, id, title, color, created_at, updated_at) \
+             VALUES ('p1', 'l1', 'VIP', '#f59e0b', 0, 0)",
+            vec![],
+        ),
+        (
+            "INSERT INTO patient_labels (practice_id, id, patient_id, label_id, created_at) \
+             VALUES ('p1', 'pl1', 'pa1', 'l1', 0)",
+            vec![],
+        ),
+        (
+            "INSERT INTO bookings (practice_id, id, patient_id, doctor_id, start_at, end_at, \
+             created_at, updated_at) VALUES ('p1', 'b1', 'pa1', 'u1', 1000, 2000, 0, 0)",
+            vec![],
+        ),
+    ];
+    for (sql, binds) in statements {
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for bind in binds {
+            query = query.bind(bind);
+        }
+        query.execute(&pool).await.expect(sql);
+    }
+    pool.close().await;
+
+    let store = Store::open(&db.url, &PoolSettings::default())
+        .await
+        .expect("upgrade");
+    let practice = store.practice("p1");
+    let patient = practice
+        .find_patient("pa1")
+        .await
+        .expect("read")
+        .expect("the patient is there");
+    assert_eq!(patient.fields.first_name, "Jane");
+    assert_eq!(patient.fields.email.as_deref(), Some("jane@example.com"));
+    let phones = patient.phones();
+    assert_eq!(phones.len(), 1, "{phones:?}");
+    assert_eq!(phones[0].number.as_deref(), Some("07700 900123"));
+    assert_eq!(phones[0].phone_type.as_deref(), Some("mobile"));
+    assert!(patient.access_groups().is_empty());
+    assert!(patient.numbers().is_empty() && patient.attributes().is_empty());
+    let labels = practice
+        .labels_of_patients(&["pa1".to_string()])
+        .await
+        .expect("labels");
+    assert_eq!(labels["pa1"][0].title, "VIP");
+    let booking = practice
+        .find_booking("b1")
+        .await
+        .expect("read")
+        .expect("the booking is there");
+    assert_eq!(booking.fields.status, "confirmed");
+    assert_eq!(
+        (booking.fields.start_at, booking.fields.end_at),
+        (1000, 2000)
+    );
+    assert!(booking.metadata().is_empty());
+    let user = practice
+        .find_user("u1")
+        .await
+        .expect("read")
+        .expect("the user is there");
+    assert!(!user.is_disabled());
+    assert_eq!(user.title.as_deref(), Some("Dr"));
+    assert!(user.access_group_ids().is_empty());
+    let clinic = store
+        .find_practice("p1")
+        .await
+        .expect("read")
+        .expect("the practice");
+    assert_eq!(
+        (clinic.name.as_str(), clinic.timezone.as_str()),
+        ("Old clinic", "UTC")
+    );
+    for secret in [&api.secret, &session.secret] {
+        authenticate(&store, None, secret)
+            .await
+            .expect("the token still works");
+    }
+    // A practitioner in no access group sees the patient, who is in none.
+    let seen = store
+        .practice("p1")
+        .seen_by(Some(&[]))
+        .find_patient("pa1")
+        .await
+        .expect("read");
+    assert!(seen.is_some());
+}
