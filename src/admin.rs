@@ -182,6 +182,7 @@ pub async fn create_user(store: &Store, practice_id: &str, new: NewStaff<'_>) ->
                 is_doctor: new.is_doctor,
                 profile: Profile::default(),
                 access_groups: &[],
+                metadata: &[],
             },
             None,
         )

@@ -54,6 +54,35 @@ pub fn email(field: &str, value: &str) -> Result<Option<String>, String> {
     Ok(Some(value.to_lowercase()))
 }
 
+/// Checks a metadata entry (of a booking, a staff user): a key of 1 to
+/// [`MAX_METADATA_KEY_CHARS`] characters, a value of at most [`MAX_METADATA_VALUE_CHARS`], no
+/// control characters.
+pub fn metadata_entry(key: &str, value: Option<&str>) -> Result<(), String> {
+    use crate::domain::limits::{MAX_METADATA_KEY_CHARS, MAX_METADATA_VALUE_CHARS};
+    let key_chars = key.chars().count();
+    if key_chars == 0 || key_chars > MAX_METADATA_KEY_CHARS {
+        return Err(format!(
+            "key must have 1 to {MAX_METADATA_KEY_CHARS} characters, got {key_chars}"
+        ));
+    }
+    if let Some(value) = value {
+        let chars = value.chars().count();
+        if chars > MAX_METADATA_VALUE_CHARS {
+            return Err(format!(
+                "value must have at most {MAX_METADATA_VALUE_CHARS} characters, got {chars}"
+            ));
+        }
+    }
+    if key
+        .chars()
+        .chain(value.unwrap_or("").chars())
+        .any(char::is_control)
+    {
+        return Err("key and value must not contain control characters".into());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,6 +12,7 @@ use thiserror::Error;
 
 use super::permissions::{Permissions, Role};
 use super::{SignedIn, password, secret};
+use crate::domain::limits::MAX_METADATA_ENTRIES;
 use crate::domain::{Denied, Record, Refusal};
 use crate::store::audit::{Actor, Author};
 use crate::store::tokens::{NewToken, TokenKind};
@@ -95,6 +96,9 @@ pub struct StaffInput {
     pub minimum_treatment_age: Option<Option<i64>>,
     /// The access groups the user belongs to: exactly these.
     pub access_group_ids: Option<Vec<String>>,
+    pub pronouns: Option<Option<String>>,
+    /// The user's metadata: exactly these pairs.
+    pub metadata: Option<Vec<(String, String)>>,
 }
 
 impl StaffInput {
@@ -177,7 +181,33 @@ impl StaffInput {
             }
             None => None,
         };
+        let metadata = match &self.metadata {
+            Some(pairs) if pairs.len() > MAX_METADATA_ENTRIES => {
+                return Err(invalid(format!(
+                    "{} holds at most {MAX_METADATA_ENTRIES} entries, got {}",
+                    field("metadata"),
+                    pairs.len()
+                )));
+            }
+            Some(pairs) => {
+                let mut seen = std::collections::HashSet::new();
+                for (key, value) in pairs {
+                    text::metadata_entry(key, Some(value))
+                        .map_err(|e| invalid(format!("{}: {e}", field("metadata"))))?;
+                    if !seen.insert(key.as_str()) {
+                        return Err(invalid(format!(
+                            "{} names the key {key:?} twice",
+                            field("metadata")
+                        )));
+                    }
+                }
+                Some(pairs.clone())
+            }
+            None => None,
+        };
         Ok(UserPatch {
+            pronouns: line("pronouns", &self.pronouns)?,
+            metadata,
             access_groups,
             email,
             title: line("title", &self.title)?,
@@ -235,6 +265,7 @@ pub async fn create_staff(
         medical_specialties: None,
         position_title: patch.position_title.clone().flatten(),
         minimum_treatment_age: patch.minimum_treatment_age.flatten(),
+        pronouns: patch.pronouns.clone().flatten(),
     };
     profile.set_specialties(patch.medical_specialties.as_deref().unwrap_or_default());
     let made = secret::new_secret(practice.practice_id());
@@ -250,6 +281,7 @@ pub async fn create_staff(
                 is_doctor: patch.is_doctor.unwrap_or(false),
                 profile,
                 access_groups: patch.access_groups.as_deref().unwrap_or_default(),
+                metadata: patch.metadata.as_deref().unwrap_or_default(),
             },
             Some(NewLink {
                 secret_hash: &made.hash,
@@ -425,6 +457,7 @@ pub async fn create_first_admin(
                 is_doctor: false,
                 profile: Profile::default(),
                 access_groups: &[],
+                metadata: &[],
             },
         )
         .await??;

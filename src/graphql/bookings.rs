@@ -11,7 +11,6 @@ use super::pagination::Pagination;
 use super::scalars::DateTime;
 use super::store;
 use crate::auth::OperationKind;
-use crate::domain::limits::{MAX_METADATA_KEY_CHARS, MAX_METADATA_VALUE_CHARS};
 use crate::domain::{Record, Refusal};
 use crate::store::bookings::{BookingFields, BookingFilter, BookingPatch, Stage};
 use crate::store::now_ms;
@@ -44,6 +43,9 @@ pub struct BookingDataInput {
     pub video_url: Option<String>,
     /// Whether the booking was billed. Default false.
     pub billed: Option<bool>,
+    /// The online payment's status as the widget that took it reports it, e.g. "paid" (at
+    /// most 40 characters).
+    pub online_booking_payment_status: Option<String>,
 }
 
 /// Which messages a booking is flagged to send. Omitted flags are left as they are (false
@@ -113,30 +115,7 @@ fn video_url(value: Option<String>) -> Result<Option<String>> {
 
 /// Checks a metadata key and value against their limits.
 fn metadata_entry(key: &str, value: Option<&str>) -> Result<()> {
-    let key_chars = key.chars().count();
-    if key_chars == 0 || key_chars > MAX_METADATA_KEY_CHARS {
-        return Err(bad_input(format!(
-            "key must have 1 to {MAX_METADATA_KEY_CHARS} characters, got {key_chars}"
-        )));
-    }
-    if let Some(value) = value {
-        let chars = value.chars().count();
-        if chars > MAX_METADATA_VALUE_CHARS {
-            return Err(bad_input(format!(
-                "value must have at most {MAX_METADATA_VALUE_CHARS} characters, got {chars}"
-            )));
-        }
-    }
-    if key
-        .chars()
-        .chain(value.unwrap_or("").chars())
-        .any(char::is_control)
-    {
-        return Err(bad_input(
-            "key and value must not contain control characters",
-        ));
-    }
-    Ok(())
+    crate::text::metadata_entry(key, value).map_err(bad_input)
 }
 
 /// Changes to a booking. An omitted field is left as it is; null clears location,
@@ -165,6 +144,8 @@ pub struct BookingUpdateDataInput {
     pub video_url: MaybeUndefined<String>,
     /// Whether the booking was billed.
     pub billed: Option<bool>,
+    /// The online payment's status, or null for none.
+    pub online_booking_payment_status: MaybeUndefined<String>,
 }
 
 /// A flag of `SendPatientMessagesInput`, false when omitted.
@@ -191,6 +172,11 @@ fn journey_time(text: &str) -> Result<i64> {
              with an offset, got {text:?}"
         ))),
     }
+}
+
+/// An online payment's status: a line of at most 40 characters.
+fn payment_status(value: Option<String>) -> Result<Option<String>> {
+    optional_text("bookingData.onlineBookingPaymentStatus", value, 40)
 }
 
 fn comments(value: Option<String>) -> Result<Option<String>> {
@@ -228,6 +214,9 @@ impl BookingUpdateDataInput {
                 .and_then(|m| m.confirmation),
             send_reminder: self.send_patient_messages.as_ref().and_then(|m| m.reminder),
             send_followup: self.send_patient_messages.as_ref().and_then(|m| m.followup),
+            online_payment_status: clearable(self.online_booking_payment_status, |text| {
+                payment_status(Some(text))
+            })?,
         })
     }
 }
@@ -351,6 +340,7 @@ impl BookingMutations {
             send_confirmation: flag(&booking_data.send_patient_messages, |m| m.confirmation),
             send_reminder: flag(&booking_data.send_patient_messages, |m| m.reminder),
             send_followup: flag(&booking_data.send_patient_messages, |m| m.followup),
+            online_payment_status: payment_status(booking_data.online_booking_payment_status)?,
         };
         let change = practice.create_booking(fields).await.or_fail()?;
         envelope(ctx, change, Booking)

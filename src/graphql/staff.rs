@@ -43,6 +43,23 @@ pub struct CreateUserInput {
     /// The access groups they belong to (at most 20): unless an admin, they see only the
     /// patients of these groups and those in none.
     pub access_group_ids: Option<Vec<ID>>,
+    /// Their pronouns, e.g. "she/her".
+    pub pronouns: Option<String>,
+    /// Metadata entries (at most 50; keys of 1 to 40 characters, values of at most 500).
+    pub metadata: Option<Vec<MetadataEntryInput>>,
+}
+
+/// A metadata entry: a key and its value.
+#[derive(InputObject)]
+pub struct MetadataEntryInput {
+    /// The key: 1 to 40 characters, unique in the list.
+    pub key: String,
+    /// The value: at most 500 characters.
+    pub value: String,
+}
+
+fn pairs(entries: Vec<MetadataEntryInput>) -> Vec<(String, String)> {
+    entries.into_iter().map(|e| (e.key, e.value)).collect()
 }
 
 /// A change to a staff user: the fields given are changed, the others kept; null clears the
@@ -77,6 +94,10 @@ pub struct UpdateUserInput {
     /// The access groups they belong to become exactly these; [] (or null) takes them out of
     /// every group.
     pub access_group_ids: MaybeUndefined<Vec<ID>>,
+    /// Their pronouns.
+    pub pronouns: MaybeUndefined<String>,
+    /// Their metadata becomes exactly these entries; [] (or null) clears it.
+    pub metadata: MaybeUndefined<Vec<MetadataEntryInput>>,
 }
 
 /// An optional field of an update: undefined keeps, null clears, a value sets.
@@ -106,6 +127,8 @@ impl From<CreateUserInput> for StaffInput {
             access_group_ids: input
                 .access_group_ids
                 .map(|ids| ids.into_iter().map(|id| id.0).collect()),
+            pronouns: input.pronouns.map(Some),
+            metadata: input.metadata.map(pairs),
         }
     }
 }
@@ -127,6 +150,8 @@ impl From<UpdateUserInput> for StaffInput {
             minimum_treatment_age: patch(input.minimum_treatment_age).map(|age| age.map(i64::from)),
             access_group_ids: patch(input.access_group_ids)
                 .map(|ids| ids.unwrap_or_default().into_iter().map(|id| id.0).collect()),
+            pronouns: patch(input.pronouns),
+            metadata: patch(input.metadata).map(|m| pairs(m.unwrap_or_default())),
         }
     }
 }

@@ -101,6 +101,8 @@ pub struct BookingFields {
     pub send_confirmation: i64,
     pub send_reminder: i64,
     pub send_followup: i64,
+    /// The online payment's status as the booking widget reports it ("paid", "refunded").
+    pub online_payment_status: Option<String>,
 }
 
 impl Default for BookingFields {
@@ -119,6 +121,7 @@ impl Default for BookingFields {
             send_confirmation: 0,
             send_reminder: 0,
             send_followup: 0,
+            online_payment_status: None,
         }
     }
 }
@@ -147,6 +150,7 @@ impl Booking {
             .with("send_confirmation", f.send_confirmation)
             .with("send_reminder", f.send_reminder)
             .with("send_followup", f.send_followup)
+            .with("online_payment_status", &f.online_payment_status)
             .with("send_cancellation", self.send_cancellation)
             .with("arrived_at", self.journey.arrived_at)
             .with("consultation_at", self.journey.consultation_at)
@@ -188,6 +192,7 @@ pub struct BookingPatch {
     pub send_confirmation: Option<bool>,
     pub send_reminder: Option<bool>,
     pub send_followup: Option<bool>,
+    pub online_payment_status: Option<Option<String>>,
 }
 
 impl BookingPatch {
@@ -213,6 +218,7 @@ impl BookingPatch {
         );
         set(&mut f.send_reminder, self.send_reminder.map(i64::from));
         set(&mut f.send_followup, self.send_followup.map(i64::from));
+        set(&mut f.online_payment_status, self.online_payment_status);
     }
 }
 

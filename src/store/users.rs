@@ -14,7 +14,7 @@ use crate::domain::{Record, Refusal};
 const USER_COLUMNS: &str = "id, email, title, first_name, last_name, role, is_doctor, \
                             created_at, updated_at, disabled_at, last_sign_in_at, gender, \
                             qualifications, registration, medical_specialties, position_title, \
-                            minimum_treatment_age, access_groups";
+                            minimum_treatment_age, pronouns, access_groups, metadata";
 
 const SESSION_COLUMNS: &str = "id, kind, name, permissions, user_id, created_at, last_used_at, \
                                expires_at, revoked_at";
@@ -39,6 +39,8 @@ pub struct User {
     /// The access groups the user belongs to (a JSON list of ids): a user who is not an admin
     /// sees only the patients of these groups, and those in none.
     pub access_groups: String,
+    /// A JSON array of [key, value] pairs: see [`User::metadata`].
+    pub metadata: String,
 }
 
 /// What the practice records of a staff user beyond their name and role.
@@ -51,6 +53,7 @@ pub struct Profile {
     pub medical_specialties: Option<String>,
     pub position_title: Option<String>,
     pub minimum_treatment_age: Option<i64>,
+    pub pronouns: Option<String>,
 }
 
 impl Profile {
@@ -80,6 +83,11 @@ impl User {
         self.disabled_at.is_some()
     }
 
+    /// The user's metadata, as (key, value) pairs in the order they were set.
+    pub fn metadata(&self) -> Vec<(String, String)> {
+        serde_json::from_str(&self.metadata).unwrap_or_default()
+    }
+
     /// The ids of the access groups the user belongs to.
     pub fn access_group_ids(&self) -> Vec<String> {
         serde_json::from_str(&self.access_groups).unwrap_or_default()
@@ -100,6 +108,7 @@ pub struct NewUser<'a> {
     pub profile: Profile,
     /// The ids of the access groups the user belongs to; each must exist.
     pub access_groups: &'a [String],
+    pub metadata: &'a [(String, String)],
 }
 
 /// A change to a staff user: each field set is written, the others kept. `title` and the
@@ -120,6 +129,9 @@ pub struct UserPatch {
     pub minimum_treatment_age: Option<Option<i64>>,
     /// The user's access groups become exactly these; each must exist.
     pub access_groups: Option<Vec<String>>,
+    pub pronouns: Option<Option<String>>,
+    /// The user's metadata becomes exactly these pairs.
+    pub metadata: Option<Vec<(String, String)>>,
 }
 
 impl UserPatch {
@@ -154,7 +166,22 @@ impl UserPatch {
         if let Some(groups) = &self.access_groups {
             user.access_groups = serde_json::Value::from(groups.clone()).to_string();
         }
+        set(&mut user.profile.pronouns, &self.pronouns);
+        if let Some(pairs) = &self.metadata {
+            user.metadata = encode_pairs(pairs);
+        }
     }
+}
+
+/// Metadata as stored: a JSON array of [key, value] pairs.
+pub fn encode_pairs(pairs: &[(String, String)]) -> String {
+    serde_json::Value::from(
+        pairs
+            .iter()
+            .map(|(k, v)| serde_json::json!([k, v]))
+            .collect::<Vec<_>>(),
+    )
+    .to_string()
 }
 
 /// Whether the caller may act on a staff user of this role (and grant it): see
@@ -326,6 +353,7 @@ impl PracticeStore<'_> {
             last_sign_in_at: None,
             profile: new.profile.clone(),
             access_groups: serde_json::Value::from(new.access_groups.to_vec()).to_string(),
+            metadata: encode_pairs(new.metadata),
         };
         if let Some(unknown) = self.unknown_access_group(tx, new.access_groups).await? {
             return Ok(Err(Refusal::NotFound(Record::AccessGroup, unknown)));
@@ -334,9 +362,9 @@ impl PracticeStore<'_> {
             "INSERT INTO users (practice_id, id, email, password_hash, title, first_name, \
              last_name, role, is_doctor, created_at, updated_at, gender, qualifications, \
              registration, medical_specialties, position_title, minimum_treatment_age, \
-             access_groups) \
+             access_groups, pronouns, metadata) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $12, $13, $14, $15, $16, \
-             $17)",
+             $17, $18, $19)",
         )
         .bind(self.practice_id)
         .bind(&user.id)
@@ -356,6 +384,8 @@ impl PracticeStore<'_> {
         .bind(&user.profile.position_title)
         .bind(user.profile.minimum_treatment_age)
         .bind(&user.access_groups)
+        .bind(&user.profile.pronouns)
+        .bind(&user.metadata)
         .execute(&mut **tx)
         .await;
         // A taken email ends the caller's transaction, which is dropped unfinished.
@@ -658,8 +688,8 @@ impl PracticeStore<'_> {
             "UPDATE users SET email = $3, title = $4, first_name = $5, last_name = $6, \
              role = $7, is_doctor = $8, updated_at = $9, disabled_at = $10, gender = $11, \
              qualifications = $12, registration = $13, medical_specialties = $14, \
-             position_title = $15, minimum_treatment_age = $16, access_groups = $17 \
-             WHERE practice_id = $1 AND id = $2",
+             position_title = $15, minimum_treatment_age = $16, access_groups = $17, \
+             pronouns = $18, metadata = $19 WHERE practice_id = $1 AND id = $2",
         )
         .bind(self.practice_id)
         .bind(id)
@@ -678,6 +708,8 @@ impl PracticeStore<'_> {
         .bind(&user.profile.position_title)
         .bind(user.profile.minimum_treatment_age)
         .bind(&user.access_groups)
+        .bind(&user.profile.pronouns)
+        .bind(&user.metadata)
         .execute(&mut *tx)
         .await;
         match written {

@@ -687,7 +687,8 @@ async fn receptionists_and_practitioners_by_their_roles(#[case] engine: Engine) 
 }
 
 const RECORD: &str = "status metadata { key value } bookingJourney { arrived consultation departed dna } \
-                      patientMessagesSent { confirmation reminder followup cancellation } videoUrl billed";
+                      patientMessagesSent { confirmation reminder followup cancellation } videoUrl billed \
+                      onlineBookingPaymentStatus";
 
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]
@@ -704,6 +705,7 @@ async fn a_bookings_status_journey_metadata_and_flags(#[case] engine: Engine) {
             &create,
             json!({ "d": { "patient": c.patient, "doctor": c.doctor, "start": at("09:00"), "end": at("09:30"),
                            "status": "pending", "videoUrl": "https://video.example.com/room/1", "billed": true,
+                           "onlineBookingPaymentStatus": "paid",
                            "sendPatientMessages": { "confirmation": true, "reminder": true } } }),
         )
         .await;
@@ -712,6 +714,7 @@ async fn a_bookings_status_journey_metadata_and_flags(#[case] engine: Engine) {
     assert_eq!(booking["status"], "pending", "{body}");
     assert_eq!(booking["videoUrl"], "https://video.example.com/room/1");
     assert_eq!(booking["billed"], true);
+    assert_eq!(booking["onlineBookingPaymentStatus"], "paid");
     assert_eq!(
         booking["patientMessagesSent"],
         json!({ "confirmation": true, "reminder": true, "followup": false, "cancellation": false })

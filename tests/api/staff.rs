@@ -890,3 +890,80 @@ async fn the_practice_is_renamed_and_given_a_time_zone(#[case] engine: Engine) {
         json!({ "name": "North Clinic", "timezone": "America/New_York" })
     );
 }
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_users_pronouns_and_metadata(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let fields = "id pronouns metadata { key value } createdAt updatedAt";
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            &format!("mutation($i: CreateUserInput!) {{ createUser(input: $i) {{ data {{ {fields} }} error }} }}"),
+            json!({ "i": { "email": "sam@example.com", "firstName": "Sam", "lastName": "Lee",
+                           "role": "receptionist", "pronouns": "they/them",
+                           "metadata": [{ "key": "hr", "value": "H-1" }, { "key": "desk", "value": "2" }] } }),
+        )
+        .await;
+    let user = &body["data"]["createUser"]["data"];
+    assert_eq!(user["pronouns"], "they/them", "{body}");
+    assert_eq!(
+        user["metadata"],
+        json!([{ "key": "hr", "value": "H-1" }, { "key": "desk", "value": "2" }])
+    );
+    assert!(user["createdAt"].is_string());
+    let id = user["id"].as_str().expect("id").to_string();
+    let update = format!(
+        "mutation($id: ID!, $i: UpdateUserInput!) {{ updateUser(id: $id, input: $i) {{ data {{ {fields} }} error }} }}"
+    );
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            &update,
+            json!({ "id": id, "i": { "metadata": [{ "key": "hr", "value": "H-2" }] } }),
+        )
+        .await;
+    let user = &body["data"]["updateUser"]["data"];
+    assert_eq!(
+        user["metadata"],
+        json!([{ "key": "hr", "value": "H-2" }]),
+        "{body}"
+    );
+    assert_eq!(user["pronouns"], "they/them", "kept");
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            &update,
+            json!({ "id": id, "i": { "metadata": null, "pronouns": null } }),
+        )
+        .await;
+    let user = &body["data"]["updateUser"]["data"];
+    assert_eq!(user["metadata"], json!([]), "{body}");
+    assert_eq!(user["pronouns"], Value::Null);
+    let many: Vec<Value> = (0..51)
+        .map(|n| json!({ "key": format!("k{n}"), "value": "" }))
+        .collect();
+    for (metadata, says) in [
+        (json!(many), "at most 50"),
+        (
+            json!([{ "key": "", "value": "x" }]),
+            "key must have 1 to 40",
+        ),
+        (
+            json!([{ "key": "a", "value": "x" }, { "key": "a", "value": "y" }]),
+            "twice",
+        ),
+    ] {
+        let body = app
+            .gql(
+                Some(&app.admin_token),
+                &update,
+                json!({ "id": id, "i": { "metadata": metadata } }),
+            )
+            .await;
+        assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+        assert!(error_message(&body).contains(says), "{says}: {body}");
+    }
+}

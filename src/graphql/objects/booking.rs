@@ -398,6 +398,10 @@ impl Booking {
     async fn billed(&self) -> Option<bool> {
         Some(self.0.fields.billed != 0)
     }
+    /// The online payment's status as the widget that took it reported it; null for none.
+    async fn online_booking_payment_status(&self) -> Option<&str> {
+        self.0.fields.online_payment_status.as_deref()
+    }
     /// Why the booking was cancelled.
     async fn cancellation_reason(&self) -> Option<&str> {
         self.0.cancellation_reason.as_deref()

@@ -2,6 +2,7 @@
 
 use async_graphql::{Context, ID, Object, Result, SimpleObject};
 
+use super::booking::MetadataEntry;
 use super::envelope::refusal;
 use super::page::PageInfo;
 use super::{Booking, BookingData, User};
@@ -73,6 +74,25 @@ impl User {
             .profile
             .minimum_treatment_age
             .and_then(|age| i32::try_from(age).ok())
+    }
+    /// The user's pronouns, e.g. "she/her".
+    async fn pronouns(&self) -> Option<&str> {
+        self.0.profile.pronouns.as_deref()
+    }
+    /// The user's metadata entries, in the order they were set.
+    async fn metadata(&self) -> Option<Vec<Option<MetadataEntry>>> {
+        Some(
+            self.0
+                .metadata()
+                .into_iter()
+                .map(|(key, value)| {
+                    Some(MetadataEntry {
+                        key,
+                        value: Some(value),
+                    })
+                })
+                .collect(),
+        )
     }
     /// The ids of the access groups the user belongs to: unless an admin, the user sees only
     /// the patients of these groups and those in none.
