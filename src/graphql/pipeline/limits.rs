@@ -168,6 +168,7 @@ const WEIGHTS: &[(&str, &str, Weight)] = &[
     ("Patient", "bookingsWithPagination", Weight::Paged),
     ("User", "bookings", Weight::PageSize),
     ("Booking", "metadata", Weight::AtMost(MAX_METADATA_ENTRIES)),
+    ("User", "metadata", Weight::AtMost(MAX_METADATA_ENTRIES)),
     // The items of a page: the field that returned the page weighed them.
     ("PatientData", "data", Weight::AtMost(1)),
     ("PatientBookingsData", "data", Weight::AtMost(1)),
