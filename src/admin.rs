@@ -318,6 +318,54 @@ pub async fn revoke_token(store: &Store, id: &str) -> AdminResult<Token> {
 /// Occupations demo patients have.
 const OCCUPATIONS: &[&str] = &["Teacher", "Nurse", "Engineer", "Retired", "Student", "Chef"];
 
+/// Gives the first demo patients the rest of a record: an emergency contact (the next
+/// patient, or a named contact), a custom attribute, and a membership for some, so that
+/// GraphiQL shows a realistic record.
+async fn demo_records(
+    practice: PracticeStore<'_>,
+    ids: &[String],
+    rng: &mut StdRng,
+) -> AdminResult<()> {
+    use crate::store::patient_record::{AttributeEntry, Contact};
+    for (n, id) in ids.iter().enumerate().take(50) {
+        let contact = match ids.get(n + 1) {
+            Some(next) if n % 2 == 0 => Contact {
+                related_account_id: Some(next.clone()),
+                ..Contact::default()
+            },
+            _ => Contact {
+                first_name: Some("Sam".into()),
+                last_name: Some("Taylor".into()),
+                phone_type: Some("mobile".into()),
+                phone_number: Some(format!("07700 9{:05}", rng.random_range(0..100_000))),
+                ..Contact::default()
+            },
+        };
+        practice
+            .add_relationship(
+                id,
+                "EMERGENCY_CONTACT".into(),
+                Some("Partner".into()),
+                contact,
+            )
+            .await??;
+        let attribute = AttributeEntry {
+            id: String::new(),
+            title: "Allergies".into(),
+            text: "Does the patient have any allergies?".into(),
+            response: ["None", "Penicillin", "Latex", "Pollen"][n % 4].into(),
+            required: false,
+        };
+        practice.add_attribute(id, attribute).await??;
+        if n % 3 == 0 {
+            practice
+                .set_membership(id, "Gold plan".into(), Some("2026-01-01".into()))
+                .await??;
+        }
+    }
+    Ok(())
+}
+
 /// What `demo` made, for the operator.
 pub struct DemoSummary {
     pub patients: usize,
@@ -476,6 +524,7 @@ pub async fn demo(store: &Store, practice_id: &str, patients: usize) -> AdminRes
         fields.push((patient, labels));
     }
     let ids = practice.import_patients(fields).await?;
+    demo_records(practice, &ids, &mut rng).await?;
     let bookings = demo_bookings(store, practice_id, &ids, &mut rng).await?;
     store.refresh_statistics().await?;
     Ok(DemoSummary {

@@ -390,8 +390,22 @@ async fn demo_fills_a_practice(#[case] engine: Engine) {
     .fetch_one(&pool)
     .await
     .expect("count");
+    // The record is filled too: relationships, attributes, memberships, phones, statuses.
+    let filled: (i64, i64, i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT COUNT(*) FROM patients WHERE relationships <> '[]'), \
+         (SELECT COUNT(*) FROM patients WHERE attributes <> '[]'), \
+         (SELECT COUNT(*) FROM patients WHERE membership_name IS NOT NULL), \
+         (SELECT COUNT(*) FROM patients WHERE phones <> '[]' AND occupation IS NOT NULL), \
+         (SELECT COUNT(*) FROM bookings WHERE status = 'pending')",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("count");
     pool.close().await;
     assert_eq!(overlaps, 0);
+    assert_eq!((filled.0, filled.1, filled.2), (50, 50, 17), "{filled:?}");
+    assert_eq!(filled.3, 120, "{filled:?}");
+    assert!(filled.4 > 0, "some bookings are pending: {filled:?}");
     // The staff's password was made at random, and printed once, alone on stdout's last line.
     let password = String::from_utf8_lossy(&output.stdout)
         .lines()
