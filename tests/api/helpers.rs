@@ -288,6 +288,39 @@ impl TestApp {
         body["data"].clone()
     }
 
+    /// The feed's events (`data.events.data` of `query`, asked with `token`), once `enough`
+    /// holds of them; fails after 10 seconds.
+    ///
+    /// On PostgreSQL an event shows in the feed only once every transaction that began before
+    /// its own has ended, anywhere on the database server (other tests' included), while its
+    /// webhook delivery, written in the same transaction, may already be on its way: under
+    /// load, a write just made may take a moment to appear.
+    pub async fn settled_events(
+        &self,
+        token: &str,
+        query: &str,
+        variables: Value,
+        enough: impl Fn(&[Value]) -> bool,
+    ) -> Vec<Value> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let body = self.gql(Some(token), query, variables.clone()).await;
+            assert!(body.get("errors").is_none(), "unexpected errors: {body}");
+            let events = body["data"]["events"]["data"]
+                .as_array()
+                .cloned()
+                .expect("events");
+            if enough(&events) {
+                return events;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the feed did not settle within 10 s: {body}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// POSTs any JSON body.
     pub async fn post_json(&self, token: Option<&str>, body: &Value) -> Raw {
         let mut request = self.client.post(&self.url).json(body);
