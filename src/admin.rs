@@ -44,6 +44,12 @@ impl From<Denied> for AdminError {
             Denied::Invalid(Invalid::BookingTooLong) => {
                 "a booking must not be longer than 24 hours".into()
             }
+            Denied::Invalid(Invalid::AppointmentWithoutDuration) => {
+                "an appointment type has a duration".into()
+            }
+            Denied::Invalid(Invalid::BookableNotAppointment) => {
+                "only an appointment type can be bookable".into()
+            }
         })
     }
 }
@@ -71,7 +77,7 @@ fn say(refusal: &Refusal) -> String {
         Refusal::Taken(Record::User, email) => {
             format!("a staff user with email {email} already exists")
         }
-        Refusal::Taken(kind, name) => format!("a {} {name:?} already exists", kind.noun()),
+        Refusal::Taken(kind, name) => format!("{} {name:?} already exists", kind.with_article()),
         Refusal::WebhookDeleted => "the webhook subscription is deleted".into(),
         Refusal::WebhookTaken { url, event_type } => {
             format!("another webhook subscription sends {event_type} to {url}")
@@ -91,6 +97,8 @@ fn say(refusal: &Refusal) -> String {
         Refusal::RelatedToItself => "a patient cannot be related to themselves".into(),
         Refusal::PatientOnHold => "the patient is on hold".into(),
         Refusal::PatientArchived => "the patient is archived".into(),
+        Refusal::ProductTypeFixed(kind) => format!("a product keeps its type ({kind})"),
+        Refusal::NotBookable(name) => format!("{name:?} is not a bookable appointment type"),
         Refusal::TooMany(bound) => format!(
             "the practice is at its bound of {} {}",
             bound.max(),
@@ -105,6 +113,10 @@ fn say(refusal: &Refusal) -> String {
                 Bound::AttributesOnPatient => "custom attributes on a patient",
                 Bound::RelationshipsOnPatient => "relationships on a patient",
                 Bound::AccessGroupsOnPatient => "access groups on a patient",
+                Bound::Products => "products",
+                Bound::AccessGroups => "access groups",
+                Bound::NumberDefinitions => "number definitions",
+                Bound::ServicesProvided => "services of a location or a practitioner",
             }
         ),
     }
@@ -183,6 +195,7 @@ pub async fn create_user(store: &Store, practice_id: &str, new: NewStaff<'_>) ->
                 profile: Profile::default(),
                 access_groups: &[],
                 metadata: &[],
+                services: &[],
             },
             None,
         )
@@ -327,7 +340,26 @@ async fn demo_records(
     rng: &mut StdRng,
 ) -> AdminResult<()> {
     use crate::store::patient_record::{AttributeEntry, Contact};
+    // A name taken by an earlier demo run is left as it is; its definitions are then found.
+    let _taken = practice
+        .create_number_definition("NHS number", true)
+        .await?;
+    let _taken = practice
+        .create_number_definition("Insurance number", false)
+        .await?;
+    let _taken = practice
+        .create_access_group("mental-health", "Mental health team")
+        .await?;
+    let nhs = practice
+        .list_number_definitions()
+        .await?
+        .into_iter()
+        .find(|n| n.name == "NHS number");
     for (n, id) in ids.iter().enumerate().take(50) {
+        if let Some(nhs) = &nhs {
+            let value = format!("{:03} {:03} {:04}", 400 + n, rng.random_range(0..1000), n);
+            practice.add_number(id, &nhs.id, value).await??;
+        }
         let contact = match ids.get(n + 1) {
             Some(next) if n % 2 == 0 => Contact {
                 related_account_id: Some(next.clone()),
@@ -536,7 +568,17 @@ pub async fn demo(store: &Store, practice_id: &str, patients: usize) -> AdminRes
     })
 }
 
-const LOCATIONS: &[(&str, &str)] = &[("Main surgery", "London"), ("Riverside clinic", "York")];
+/// (name, site, city): two rooms of one site, and a site of its own.
+const LOCATIONS: &[(&str, Option<&str>, &str)] = &[
+    ("Room 1", Some("Main surgery"), "London"),
+    ("Room 2", Some("Main surgery"), "London"),
+    ("Riverside clinic", None, "York"),
+];
+/// Products that are not booked: (name, type, price, item code).
+const OTHER_PRODUCTS: &[(&str, &str, f64, &str)] = &[
+    ("Medical report", "service", 120.0, "SRV-REPORT"),
+    ("Knee brace", "item", 35.0, "ITM-BRACE"),
+];
 const APPOINTMENT_TYPES: &[(&str, i64, f64)] = &[
     ("Initial consultation", 45, 80.0),
     ("Follow-up", 30, 50.0),
@@ -556,25 +598,31 @@ async fn demo_bookings(
 
     let practice = as_operator(store, practice_id, "demo");
     // A name or title taken by an earlier demo run is left as it is.
-    for (name, city) in LOCATIONS {
-        let _taken = practice
-            .create_location(crate::store::locations::Location {
-                id: String::new(),
-                name: name.to_string(),
-                address: Some("1 Market Square".into()),
-                city: Some(city.to_string()),
-                postcode: None,
-                country: Some("United Kingdom".into()),
-            })
-            .await?;
-    }
     for (title, minutes, price) in APPOINTMENT_TYPES {
         let _taken = practice
             .create_appointment_type(title, *minutes, Some(*price))
             .await?;
     }
-    let locations = practice.list_locations().await?;
     let types = practice.list_appointment_types().await?;
+    for (name, kind, price, code) in OTHER_PRODUCTS {
+        let mut product = crate::store::products::Product::new(kind, name);
+        product.price = Some(*price);
+        product.item_code = Some(code.to_string());
+        product.tax_name = Some("VAT".into());
+        product.tax_rate = Some(20);
+        let _taken = practice.create_product(product).await?;
+    }
+    let offered: Vec<String> = types.iter().map(|t| t.id.clone()).collect();
+    for (name, site, city) in LOCATIONS {
+        let mut location = crate::store::locations::Location::named(name);
+        location.address = Some("1 Market Square".into());
+        location.city = Some(city.to_string());
+        location.country = Some("United Kingdom".into());
+        location.group_name = site.map(str::to_string);
+        location.services_provided = serde_json::Value::from(offered.clone()).to_string();
+        let _taken = practice.create_location(location).await?;
+    }
+    let locations = practice.list_locations().await?;
     let mut doctors = Vec::new();
     let mut page = 1;
     loop {
@@ -616,7 +664,7 @@ async fn demo_bookings(
             let mut at = opening;
             while at < closing {
                 let kind = &types[rng.random_range(0..types.len())];
-                let end = at + kind.duration * 60_000;
+                let end = at + kind.duration.unwrap_or(30) * 60_000;
                 if end > closing {
                     break;
                 }

@@ -83,6 +83,44 @@ pub fn metadata_entry(key: &str, value: Option<&str>) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks a list of metadata entries: at most [`MAX_METADATA_ENTRIES`], each as
+/// [`metadata_entry`] says, no key twice.
+///
+/// [`MAX_METADATA_ENTRIES`]: crate::domain::limits::MAX_METADATA_ENTRIES
+pub fn metadata_list(field: &str, pairs: &[(String, String)]) -> Result<(), String> {
+    use crate::domain::limits::MAX_METADATA_ENTRIES;
+    if pairs.len() > MAX_METADATA_ENTRIES {
+        return Err(format!(
+            "{field} holds at most {MAX_METADATA_ENTRIES} entries, got {}",
+            pairs.len()
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (key, value) in pairs {
+        metadata_entry(key, Some(value)).map_err(|e| format!("{field}: {e}"))?;
+        if !seen.insert(key.as_str()) {
+            return Err(format!("{field} names the key {key:?} twice"));
+        }
+    }
+    Ok(())
+}
+
+/// A list of ids of at most `max`, each named once: the list without repeats, in order.
+pub fn id_list(field: &str, ids: &[String], max: usize) -> Result<Vec<String>, String> {
+    if ids.len() > max {
+        return Err(format!(
+            "{field} holds at most {max} ids, got {}",
+            ids.len()
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    Ok(ids
+        .iter()
+        .filter(|id| seen.insert(id.as_str()))
+        .cloned()
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -281,10 +281,18 @@ async fn settings_is_served_with_strict_headers() {
             "the webhook page lacks {event_type}"
         );
     }
-    let listed = ["'patient.", "'booking.", "'label."]
-        .iter()
-        .map(|prefix| webhooks.matches(prefix).count())
-        .sum::<usize>();
+    let listed = [
+        "'patient.",
+        "'booking.",
+        "'label.",
+        "'product.",
+        "'location.",
+        "'accessGroup.",
+        "'practiceNumber.",
+    ]
+    .iter()
+    .map(|prefix| webhooks.matches(prefix).count())
+    .sum::<usize>();
     assert_eq!(
         listed,
         EVENT_TYPES.len(),

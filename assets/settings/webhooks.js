@@ -69,6 +69,17 @@ export const EVENT_GROUPS = [
     ],
   ],
   ['Labels', ['label.created', 'label.updated', 'label.deleted']],
+  [
+    'Catalogue',
+    [
+      'product.created',
+      'product.updated',
+      'location.created',
+      'location.updated',
+      'accessGroup.created',
+      'practiceNumber.created',
+    ],
+  ],
 ];
 
 /// Most event types and headers a subscription takes.

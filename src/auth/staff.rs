@@ -12,7 +12,7 @@ use thiserror::Error;
 
 use super::permissions::{Permissions, Role};
 use super::{SignedIn, password, secret};
-use crate::domain::limits::MAX_METADATA_ENTRIES;
+use crate::domain::limits::MAX_SERVICES_PROVIDED;
 use crate::domain::{Denied, Record, Refusal};
 use crate::store::audit::{Actor, Author};
 use crate::store::tokens::{NewToken, TokenKind};
@@ -99,6 +99,8 @@ pub struct StaffInput {
     pub pronouns: Option<Option<String>>,
     /// The user's metadata: exactly these pairs.
     pub metadata: Option<Vec<(String, String)>>,
+    /// The appointment types the user provides: exactly these.
+    pub services_provided: Option<Vec<String>>,
 }
 
 impl StaffInput {
@@ -162,50 +164,27 @@ impl StaffInput {
                 field("minimumTreatmentAge")
             )));
         }
-        let access_groups = match &self.access_group_ids {
-            Some(ids) if ids.len() > MAX_ACCESS_GROUPS_PER_USER => {
-                return Err(invalid(format!(
-                    "{} holds at most {MAX_ACCESS_GROUPS_PER_USER} ids, got {}",
-                    field("accessGroupIds"),
-                    ids.len()
-                )));
-            }
-            Some(ids) => {
-                let mut seen = std::collections::HashSet::new();
-                Some(
-                    ids.iter()
-                        .filter(|id| seen.insert(id.as_str()))
-                        .cloned()
-                        .collect(),
-                )
-            }
-            None => None,
-        };
+        let access_groups = self
+            .access_group_ids
+            .as_ref()
+            .map(|ids| text::id_list(&field("accessGroupIds"), ids, MAX_ACCESS_GROUPS_PER_USER))
+            .transpose()
+            .map_err(invalid)?;
         let metadata = match &self.metadata {
-            Some(pairs) if pairs.len() > MAX_METADATA_ENTRIES => {
-                return Err(invalid(format!(
-                    "{} holds at most {MAX_METADATA_ENTRIES} entries, got {}",
-                    field("metadata"),
-                    pairs.len()
-                )));
-            }
             Some(pairs) => {
-                let mut seen = std::collections::HashSet::new();
-                for (key, value) in pairs {
-                    text::metadata_entry(key, Some(value))
-                        .map_err(|e| invalid(format!("{}: {e}", field("metadata"))))?;
-                    if !seen.insert(key.as_str()) {
-                        return Err(invalid(format!(
-                            "{} names the key {key:?} twice",
-                            field("metadata")
-                        )));
-                    }
-                }
+                text::metadata_list(&field("metadata"), pairs).map_err(invalid)?;
                 Some(pairs.clone())
             }
             None => None,
         };
+        let services_provided = self
+            .services_provided
+            .as_ref()
+            .map(|ids| text::id_list(&field("servicesProvided"), ids, MAX_SERVICES_PROVIDED))
+            .transpose()
+            .map_err(invalid)?;
         Ok(UserPatch {
+            services_provided,
             pronouns: line("pronouns", &self.pronouns)?,
             metadata,
             access_groups,
@@ -282,6 +261,7 @@ pub async fn create_staff(
                 profile,
                 access_groups: patch.access_groups.as_deref().unwrap_or_default(),
                 metadata: patch.metadata.as_deref().unwrap_or_default(),
+                services: patch.services_provided.as_deref().unwrap_or_default(),
             },
             Some(NewLink {
                 secret_hash: &made.hash,
@@ -458,6 +438,7 @@ pub async fn create_first_admin(
                 profile: Profile::default(),
                 access_groups: &[],
                 metadata: &[],
+                services: &[],
             },
         )
         .await??;

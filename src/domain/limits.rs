@@ -8,8 +8,19 @@ pub const MAX_LABELS_PER_PATIENT: usize = 20;
 pub const MAX_PATIENT_BOOKINGS: usize = 500;
 /// Most locations a practice has.
 pub const MAX_LOCATIONS: usize = 200;
-/// Most appointment types a practice has.
+/// Most appointment types a practice has, active or not.
 pub const MAX_APPOINTMENT_TYPES: usize = 200;
+/// Most appointment types one location or one practitioner provides: `practice { locations {
+/// servicesProvided } }` then weighs 200 × 30, inside the default cost limit.
+pub const MAX_SERVICES_PROVIDED: usize = 30;
+/// Most labels on one product.
+pub const MAX_LABELS_PER_PRODUCT: usize = 20;
+/// Most products of every kind a practice has.
+pub const MAX_PRODUCTS: usize = 2_000;
+/// Most access groups a practice has.
+pub const MAX_ACCESS_GROUPS: usize = 100;
+/// Most number definitions ("NHS number") a practice has.
+pub const MAX_NUMBER_DEFINITIONS: usize = 50;
 /// Most API tokens a practice has that are not revoked, and most that `apiTokens` lists
 /// (the newest).
 pub const MAX_API_TOKENS: usize = 200;

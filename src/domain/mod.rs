@@ -32,9 +32,22 @@ pub enum Record {
     Attribute,
     Relationship,
     AccessGroup,
+    /// A product of the practice's catalogue (an appointment type is one).
+    Product,
 }
 
 impl Record {
+    /// The kind in words with its article: "a location", "an access group".
+    pub fn with_article(self) -> String {
+        let noun = self.noun();
+        let article = if noun.starts_with(['a', 'e', 'i', 'o', 'u']) {
+            "an"
+        } else {
+            "a"
+        };
+        format!("{article} {noun}")
+    }
+
     /// The record's kind in words: "patient", "appointment type", "API token".
     pub fn noun(self) -> &'static str {
         match self {
@@ -56,6 +69,7 @@ impl Record {
             Record::Attribute => "custom attribute",
             Record::Relationship => "relationship",
             Record::AccessGroup => "access group",
+            Record::Product => "product",
         }
     }
 }
@@ -142,6 +156,10 @@ pub enum Refusal {
     PatientOnHold,
     /// The patient is archived: their record's lists change once they are brought back.
     PatientArchived,
+    /// A product's type is fixed once made (this one's).
+    ProductTypeFixed(String),
+    /// The product named by a booking is not an active, bookable appointment type (its name).
+    NotBookable(String),
 }
 
 /// A bound of [`limits`] that a change would pass.
@@ -157,6 +175,10 @@ pub enum Bound {
     AttributesOnPatient,
     RelationshipsOnPatient,
     AccessGroupsOnPatient,
+    Products,
+    AccessGroups,
+    NumberDefinitions,
+    ServicesProvided,
 }
 
 impl Bound {
@@ -173,6 +195,10 @@ impl Bound {
             Bound::AttributesOnPatient => limits::MAX_ATTRIBUTES_PER_PATIENT,
             Bound::RelationshipsOnPatient => limits::MAX_RELATIONSHIPS_PER_PATIENT,
             Bound::AccessGroupsOnPatient => limits::MAX_ACCESS_GROUPS_PER_PATIENT,
+            Bound::Products => limits::MAX_PRODUCTS,
+            Bound::AccessGroups => limits::MAX_ACCESS_GROUPS,
+            Bound::NumberDefinitions => limits::MAX_NUMBER_DEFINITIONS,
+            Bound::ServicesProvided => limits::MAX_SERVICES_PROVIDED,
         }
     }
 }
@@ -185,6 +211,10 @@ pub enum Invalid {
     BookingEndsBeforeStart,
     /// A booking lasts at most [`MAX_BOOKING_MS`].
     BookingTooLong,
+    /// An appointment type has a duration.
+    AppointmentWithoutDuration,
+    /// Only an appointment type can be bookable.
+    BookableNotAppointment,
 }
 
 /// Why a change was not made.

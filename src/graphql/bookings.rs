@@ -307,14 +307,15 @@ impl BookingMutations {
             (Some(end), _) => end.ms(),
             (None, Some(type_id)) => {
                 let types = practice
-                    .appointment_types_by_ids(std::slice::from_ref(type_id))
+                    .products_by_ids(std::slice::from_ref(type_id))
                     .await
                     .or_fail()?;
                 let Some(t) = types.get(type_id) else {
                     let missing = Refusal::NotFound(Record::AppointmentType, type_id.clone());
                     return Ok(Some(ResponsePayload::refused(ctx, &missing)));
                 };
-                start.saturating_add(t.duration.saturating_mul(60_000))
+                // A product with no duration is not an appointment type: the store refuses it.
+                start.saturating_add(t.duration.unwrap_or(1).saturating_mul(60_000))
             }
             (None, None) => {
                 return Err(bad_input(

@@ -12,7 +12,7 @@ use super::store;
 use crate::auth::OperationKind;
 
 /// Checks a colour: `#rgb` or `#rrggbb`.
-fn color(value: Option<String>) -> Result<Option<String>> {
+pub(super) fn color(value: Option<String>) -> Result<Option<String>> {
     let Some(value) = optional_text("color", value, 7)? else {
         return Ok(None);
     };

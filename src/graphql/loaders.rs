@@ -85,6 +85,17 @@ pub async fn load_one<B: Batch>(ctx: &Context<'_>, id: &str) -> Result<Option<B:
         .map_err(|e| store_failed_ref(&e))
 }
 
+/// Loads the records of kind `B` with these ids through the request's loader, in the order
+/// of `ids`; an id with no record is left out.
+pub async fn load_many<B: Batch>(ctx: &Context<'_>, ids: Vec<String>) -> Result<Vec<B::Value>> {
+    let loader = ctx.data::<Loaded<B>>()?;
+    let mut found = loader
+        .load_many(ids.clone())
+        .await
+        .map_err(|e| store_failed_ref(&e))?;
+    Ok(ids.iter().filter_map(|id| found.remove(id)).collect())
+}
+
 /// Loads every record of kind `B` a page will ask for, in one statement, ahead of its fields.
 /// Without this, the fields of a long page reach the loader over a few milliseconds and may
 /// be split into several batches; with it the number of statements is fixed.
@@ -133,8 +144,8 @@ batch!(
     Locations, crate::store::locations::Location, locations_by_ids
 );
 batch!(
-    /// Appointment types by id.
-    AppointmentTypes, crate::store::appointment_types::AppointmentType, appointment_types_by_ids
+    /// Products (appointment types among them) by id.
+    Products, crate::store::products::Product, products_by_ids
 );
 
 batch!(
@@ -160,5 +171,5 @@ pub fn install(
     let request = with_loader::<Locations>(request, store, caller, cached);
     let request = with_loader::<Bookings>(request, store, caller, cached);
     let request = with_loader::<Labels>(request, store, caller, cached);
-    with_loader::<AppointmentTypes>(request, store, caller, cached)
+    with_loader::<Products>(request, store, caller, cached)
 }

@@ -1,18 +1,17 @@
 //! Settings for bookings: the practice's locations and appointment types, their queries and
 //! mutations.
 
-use async_graphql::{Context, InputObject, Object, Result};
+use async_graphql::{Context, ID, InputObject, MaybeUndefined, Object, Result};
 
 use super::access::{authorize, authorize_write};
+use super::catalogue::MAX_DURATION_MINUTES;
 use super::error::{OrFail, bad_input};
 use super::input::{MAX_LINE_CHARS, optional_text, required_text};
-use super::objects::{Appointment, Location, ResponsePayload, envelope, items};
+use super::objects::{Appointment, Location, PracticeLocation, ResponsePayload, envelope, items};
 use super::store;
 use crate::auth::OperationKind;
-use crate::store::locations::Location as StoredLocation;
-
-/// Longest appointment: a day.
-const MAX_DURATION_MINUTES: i32 = 24 * 60;
+use crate::domain::limits::MAX_SERVICES_PROVIDED;
+use crate::store::locations::{Location as StoredLocation, LocationPatch};
 
 /// A postal address.
 #[derive(InputObject, Default)]
@@ -43,8 +42,8 @@ impl LocationQueries {
         Ok(items(found, Location::from))
     }
 
-    /// The practice's appointment types (what BookingDataInput.bookingType takes), by title.
-    /// Needs `bookings:read`.
+    /// The practice's active, bookable appointment types (what BookingDataInput.bookingType
+    /// takes), by title: the products of type "appointment". Needs `bookings:read`.
     async fn appointment_types(
         &self,
         ctx: &Context<'_>,
@@ -59,36 +58,99 @@ impl LocationQueries {
     }
 }
 
+/// The appointment types offered at a location, as the input gives them.
+fn services(field: &str, ids: Vec<ID>) -> Result<Vec<String>> {
+    let ids: Vec<String> = ids.into_iter().map(|id| id.0).collect();
+    crate::text::id_list(field, &ids, MAX_SERVICES_PROVIDED).map_err(bad_input)
+}
+
+/// One line of an address, as the input gives it.
+fn address_line(field: &str, value: Option<String>) -> Result<Option<String>> {
+    optional_text(&format!("address.{field}"), value, MAX_LINE_CHARS)
+}
+
 #[derive(Default)]
 pub struct LocationMutations;
 
 #[Object]
 impl LocationMutations {
-    /// Adds a location. Refused if another has the name. Needs `settings`.
+    /// Adds a location: a site, or a room of a site (`groupName`). Refused if another has the
+    /// name, or a service is not an appointment type of the practice. Needs `settings`.
     async fn create_location(
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "The name, 1 to 200 characters, unique within the practice.")]
         name: String,
         #[graphql(desc = "The postal address.")] address: Option<AddressInput>,
+        #[graphql(
+            desc = "The site it belongs to (1 to 200 characters), e.g. \"Main surgery\" for \
+                    \"Room 2\"; none makes it a site of its own."
+        )]
+        group_name: Option<String>,
+        #[graphql(desc = "The ids of the appointment types offered there, at most 30.")]
+        services_provided: Option<Vec<ID>>,
     ) -> Result<Option<ResponsePayload<Location>>> {
         let practice = authorize_write(ctx)?;
         let name = required_text("name", name, MAX_LINE_CHARS)?;
         let a = address.unwrap_or_default();
-        let line = |field: &str, v| optional_text(&format!("address.{field}"), v, MAX_LINE_CHARS);
-        let new = StoredLocation {
-            id: String::new(),
-            name: name.clone(),
-            address: line("address", a.address)?,
-            city: line("city", a.city)?,
-            postcode: line("postcode", a.postcode)?,
-            country: line("country", a.country)?,
-        };
+        let mut new = StoredLocation::named(&name);
+        new.address = address_line("address", a.address)?;
+        new.city = address_line("city", a.city)?;
+        new.postcode = address_line("postcode", a.postcode)?;
+        new.country = address_line("country", a.country)?;
+        new.group_name = optional_text("groupName", group_name, MAX_LINE_CHARS)?;
+        let ids = services("servicesProvided", services_provided.unwrap_or_default())?;
+        new.services_provided = serde_json::Value::from(ids).to_string();
         let made = practice.create_location(new).await.or_fail()?;
         envelope(ctx, made, Location::from)
     }
 
-    /// Adds an appointment type. Refused if another has the title. Needs `settings`.
+    /// Changes a location: the arguments given, the others kept; null clears `groupName` and
+    /// the address's lines. Refused as createLocation is. Needs `settings`.
+    async fn update_location(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The location's id.")] id: ID,
+        #[graphql(desc = "The name, 1 to 200 characters, unique within the practice.")]
+        name: Option<String>,
+        #[graphql(desc = "The postal address: the lines given change.")] address: Option<
+            AddressInput,
+        >,
+        #[graphql(desc = "The site it belongs to; null makes it a site of its own.")]
+        group_name: MaybeUndefined<String>,
+        #[graphql(desc = "The appointment types offered there become exactly these.")]
+        services_provided: Option<Vec<ID>>,
+    ) -> Result<Option<ResponsePayload<PracticeLocation>>> {
+        let practice = authorize_write(ctx)?;
+        let mut patch = LocationPatch {
+            name: name
+                .map(|n| required_text("name", n, MAX_LINE_CHARS))
+                .transpose()?,
+            ..Default::default()
+        };
+        if let Some(a) = address {
+            let given = |field: &str, v: Option<String>| -> Result<Option<Option<String>>> {
+                v.map(|v| address_line(field, Some(v))).transpose()
+            };
+            patch.address = given("address", a.address)?;
+            patch.city = given("city", a.city)?;
+            patch.postcode = given("postcode", a.postcode)?;
+            patch.country = given("country", a.country)?;
+        }
+        patch.group_name = match group_name {
+            MaybeUndefined::Undefined => None,
+            MaybeUndefined::Null => Some(None),
+            MaybeUndefined::Value(v) => Some(optional_text("groupName", Some(v), MAX_LINE_CHARS)?),
+        };
+        patch.services_provided = services_provided
+            .map(|ids| services("servicesProvided", ids))
+            .transpose()?;
+        let changed = practice.update_location(&id, &patch).await.or_fail()?;
+        envelope(ctx, changed, PracticeLocation)
+    }
+
+    /// Adds an appointment type: the shorthand of createProduct for a bookable product of
+    /// type "appointment". Refused if another product has the title. Needs `settings`.
     async fn create_appointment_type(
         &self,
         ctx: &Context<'_>,

@@ -6,6 +6,7 @@
 pub mod access;
 mod audit;
 mod bookings;
+mod catalogue;
 pub mod error;
 pub mod events;
 mod input;
@@ -38,6 +39,7 @@ pub struct Query(
     patients::PatientQueries,
     bookings::BookingQueries,
     locations::LocationQueries,
+    catalogue::CatalogueQueries,
     labels::LabelQueries,
     users::UserQueries,
     staff::StaffQueries,
@@ -57,6 +59,7 @@ pub struct Mutation(
     record::RecordMutations,
     bookings::BookingMutations,
     locations::LocationMutations,
+    catalogue::CatalogueMutations,
     labels::LabelMutations,
     tokens::TokenMutations,
     webhooks::WebhookMutations,

@@ -84,8 +84,8 @@ pub struct CreatePatientDataInput {
     pub on_hold: Option<bool>,
     /// How the patient agreed to be contacted.
     pub communication_preferences: Option<PatientCommunicationPreferencesInput>,
-    /// Custom attributes (at most 50).
-    pub custom_attributes: Option<Vec<AddCustomAttributeData>>,
+    /// Custom attributes (at most 50); a null entry adds none.
+    pub custom_attributes: Option<Vec<Option<AddCustomAttributeData>>>,
 }
 
 /// Changes to a patient. An omitted field is left as it is; null clears it (first and last
@@ -206,7 +206,12 @@ impl CreatePatientDataInput {
                 "patientData needs a first name, a last name or an email",
             ));
         }
-        let attributes = self.custom_attributes.unwrap_or_default();
+        let attributes: Vec<AddCustomAttributeData> = self
+            .custom_attributes
+            .unwrap_or_default()
+            .into_iter()
+            .flatten()
+            .collect();
         if attributes.len() > MAX_ATTRIBUTES_PER_PATIENT {
             return Err(bad_input(format!(
                 "patientData.customAttributes holds at most {MAX_ATTRIBUTES_PER_PATIENT} \
@@ -470,7 +475,7 @@ impl PatientMutations {
         let practice = authorize_write(ctx)?;
         let (fields, labels, attributes) = patient_data.into_fields(ins_data)?;
         let change = practice
-            .create_patient(fields, &labels, attributes)
+            .create_patient(fields, &labels, |p| p.set_attributes(attributes))
             .await
             .or_fail()?;
         envelope(ctx, change, Patient)

@@ -47,6 +47,8 @@ pub struct CreateUserInput {
     pub pronouns: Option<String>,
     /// Metadata entries (at most 50; keys of 1 to 40 characters, values of at most 500).
     pub metadata: Option<Vec<MetadataEntryInput>>,
+    /// The ids of the appointment types they provide (Product.id), at most 30.
+    pub services_provided: Option<Vec<ID>>,
 }
 
 /// A metadata entry: a key and its value.
@@ -58,7 +60,7 @@ pub struct MetadataEntryInput {
     pub value: String,
 }
 
-fn pairs(entries: Vec<MetadataEntryInput>) -> Vec<(String, String)> {
+pub(super) fn pairs(entries: Vec<MetadataEntryInput>) -> Vec<(String, String)> {
     entries.into_iter().map(|e| (e.key, e.value)).collect()
 }
 
@@ -98,6 +100,8 @@ pub struct UpdateUserInput {
     pub pronouns: MaybeUndefined<String>,
     /// Their metadata becomes exactly these entries; [] (or null) clears it.
     pub metadata: MaybeUndefined<Vec<MetadataEntryInput>>,
+    /// The appointment types they provide become exactly these; [] (or null) clears them.
+    pub services_provided: MaybeUndefined<Vec<ID>>,
 }
 
 /// An optional field of an update: undefined keeps, null clears, a value sets.
@@ -129,6 +133,9 @@ impl From<CreateUserInput> for StaffInput {
                 .map(|ids| ids.into_iter().map(|id| id.0).collect()),
             pronouns: input.pronouns.map(Some),
             metadata: input.metadata.map(pairs),
+            services_provided: input
+                .services_provided
+                .map(|ids| ids.into_iter().map(|id| id.0).collect()),
         }
     }
 }
@@ -152,6 +159,8 @@ impl From<UpdateUserInput> for StaffInput {
                 .map(|ids| ids.unwrap_or_default().into_iter().map(|id| id.0).collect()),
             pronouns: patch(input.pronouns),
             metadata: patch(input.metadata).map(|m| pairs(m.unwrap_or_default())),
+            services_provided: patch(input.services_provided)
+                .map(|ids| ids.unwrap_or_default().into_iter().map(|id| id.0).collect()),
         }
     }
 }

@@ -70,13 +70,8 @@ impl UserQueries {
 
     /// The caller's practice. Needs only a valid token.
     async fn current_practice(&self, ctx: &Context<'_>) -> Result<Option<Practice>> {
-        let principal = authorize(ctx, OperationKind::Query)?;
-        let practice = store(ctx)
-            .find_practice(&principal.practice_id)
-            .await
-            .or_fail()?
-            .ok_or_else(|| internal("the caller's practice does not exist"))?;
-        Ok(Some(Practice::from(practice)))
+        authorize(ctx, OperationKind::Query)?;
+        Practice::of_caller(ctx).await.map(Some)
     }
 }
 

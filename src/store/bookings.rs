@@ -600,32 +600,42 @@ impl PracticeStore<'_> {
                 Some(_) => {}
             }
         }
-        for (table, record, id, old) in [
-            (
-                "locations",
-                Record::Location,
-                &fields.location_id,
-                before.map(|b| &b.location_id),
-            ),
-            (
-                "appointment_types",
-                Record::AppointmentType,
-                &fields.appointment_type_id,
-                before.map(|b| &b.appointment_type_id),
-            ),
-        ] {
-            let Some(id) = id else { continue };
-            if old.is_some_and(|old| old.as_ref() == Some(id)) {
-                continue;
-            }
-            let sql = format!("SELECT id FROM {table} WHERE practice_id = $1 AND id = $2");
-            let found: Option<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-                .bind(self.practice_id)
-                .bind(id)
-                .fetch_optional(&mut **tx)
-                .await?;
+        if let Some(id) = &fields.location_id
+            && before.is_none_or(|b| b.location_id.as_ref() != Some(id))
+        {
+            let found: Option<(String,)> =
+                sqlx::query_as("SELECT id FROM locations WHERE practice_id = $1 AND id = $2")
+                    .bind(self.practice_id)
+                    .bind(id)
+                    .fetch_optional(&mut **tx)
+                    .await?;
             if found.is_none() {
-                return Ok(Err(Refusal::NotFound(record, id.clone())));
+                return Ok(Err(Refusal::NotFound(Record::Location, id.clone())));
+            }
+        }
+        // What a booking is for must be bookable when it is chosen; a booking keeps its
+        // appointment type if that later stops being offered.
+        if let Some(id) = &fields.appointment_type_id
+            && before.is_none_or(|b| b.appointment_type_id.as_ref() != Some(id))
+        {
+            let found: Option<(String, String, String, i64)> = sqlx::query_as(
+                "SELECT name, product_type, status, is_bookable FROM products \
+                 WHERE practice_id = $1 AND id = $2",
+            )
+            .bind(self.practice_id)
+            .bind(id)
+            .fetch_optional(&mut **tx)
+            .await?;
+            match found {
+                None => return Ok(Err(Refusal::NotFound(Record::AppointmentType, id.clone()))),
+                Some((name, kind, status, bookable))
+                    if kind != super::products::APPOINTMENT
+                        || status != "active"
+                        || bookable == 0 =>
+                {
+                    return Ok(Err(Refusal::NotBookable(name)));
+                }
+                Some(_) => {}
             }
         }
         Ok(Ok(()))

@@ -46,6 +46,12 @@ pub const EVENT_TYPES: &[&str] = &[
     "label.created",
     "label.updated",
     "label.deleted",
+    "product.created",
+    "product.updated",
+    "location.created",
+    "location.updated",
+    "accessGroup.created",
+    "practiceNumber.created",
 ];
 
 /// An internal event: a token that no longer works (revoked, signed out).
@@ -98,6 +104,9 @@ pub struct StoredEvent {
     pub label_id: Option<String>,
     pub token_id: Option<String>,
     pub user_id: Option<String>,
+    /// The record of the catalogue a `product.*`, `location.*`, `accessGroup.created` or
+    /// `practiceNumber.created` event names.
+    pub record_id: Option<String>,
 }
 
 impl StoredEvent {
@@ -113,6 +122,12 @@ impl StoredEvent {
         EVENT_TYPES.contains(&self.event_type.as_str())
     }
 
+    /// The catalogue's record the event names, when its type is `kind.*`.
+    pub fn record_of(&self, kind: &str) -> Option<String> {
+        let of_kind = self.event_type.split('.').next() == Some(kind);
+        self.record_id.clone().filter(|_| of_kind)
+    }
+
     /// The identifiers a webhook's body carries, those that are set.
     pub fn identifiers(&self) -> Value {
         let mut out = serde_json::Map::new();
@@ -120,6 +135,10 @@ impl StoredEvent {
             ("patientId", &self.patient_id),
             ("bookingId", &self.booking_id),
             ("labelId", &self.label_id),
+            ("productId", &self.record_of("product")),
+            ("locationId", &self.record_of("location")),
+            ("accessGroupId", &self.record_of("accessGroup")),
+            ("practiceNumberId", &self.record_of("practiceNumber")),
         ] {
             if let Some(value) = value {
                 out.insert(key.into(), json!(value));
@@ -130,11 +149,11 @@ impl StoredEvent {
 }
 
 const EVENT_COLUMNS: &str = "id, tx_id, practice_id, event_type, occurred_at, patient_id, \
-                             booking_id, label_id, token_id, user_id";
+                             booking_id, label_id, token_id, user_id, record_id";
 
 /// The event a write makes, if it makes one: its type and identifiers, from what the audit
 /// log records of it.
-fn event_of(write: &AuditEvent<'_>) -> Option<[Option<String>; 6]> {
+fn event_of(write: &AuditEvent<'_>) -> Option<[Option<String>; 7]> {
     let resource = Some(write.resource_id.to_string());
     let patient = write.patient_id.map(str::to_string);
     let kind = match (write.resource_type, write.action) {
@@ -169,6 +188,12 @@ fn event_of(write: &AuditEvent<'_>) -> Option<[Option<String>; 6]> {
         ("booking", "journey_departed") => "booking.patientJourney.completed",
         ("booking", "journey_dna") => "booking.patientJourney.noShow",
         ("booking", "delete") => "booking.deleted",
+        ("product", "create") => "product.created",
+        ("product", "update") => "product.updated",
+        ("location", "create") => "location.created",
+        ("location", "update") => "location.updated",
+        ("access_group", "create") => "accessGroup.created",
+        ("number_definition", "create") => "practiceNumber.created",
         ("token", "revoke" | "sign_out" | "revoke_session") => TOKEN_REVOKED,
         (
             "user",
@@ -176,14 +201,25 @@ fn event_of(write: &AuditEvent<'_>) -> Option<[Option<String>; 6]> {
         ) => USER_CHANGED,
         _ => return None,
     };
-    let (booking, label, token, user) = match write.resource_type {
-        "booking" => (resource, None, None, None),
-        "label" => (None, resource, None, None),
-        "token" => (None, None, resource, None),
-        "user" => (None, None, None, resource),
-        _ => (None, None, None, None),
+    let (booking, label, token, user, record) = match write.resource_type {
+        "booking" => (resource, None, None, None, None),
+        "label" => (None, resource, None, None, None),
+        "token" => (None, None, resource, None, None),
+        "user" => (None, None, None, resource, None),
+        "product" | "location" | "access_group" | "number_definition" => {
+            (None, None, None, None, resource)
+        }
+        _ => (None, None, None, None, None),
     };
-    Some([Some(kind.to_string()), patient, booking, label, token, user])
+    Some([
+        Some(kind.to_string()),
+        patient,
+        booking,
+        label,
+        token,
+        user,
+        record,
+    ])
 }
 
 impl PracticeStore<'_> {
@@ -204,9 +240,9 @@ impl PracticeStore<'_> {
         let now = now_ms();
         let sql = format!(
             "INSERT INTO events (practice_id, occurred_at, event_type, patient_id, booking_id, \
-             label_id, token_id, user_id) \
+             label_id, token_id, user_id, record_id) \
              SELECT $1, $2, r.value->>0, r.value->>1, r.value->>2, r.value->>3, r.value->>4, \
-             r.value->>5 FROM {} RETURNING {EVENT_COLUMNS}",
+             r.value->>5, r.value->>6 FROM {} RETURNING {EVENT_COLUMNS}",
             self.store.engine.json_rows(3, false)
         );
         let written: Vec<StoredEvent> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
@@ -407,5 +443,40 @@ mod tests {
         assert!(a.encode() < b.encode());
         assert_eq!(Position::decode("nope"), None);
         assert_eq!(Position::decode(&"g".repeat(32)), None);
+    }
+
+    /// A webhook's body names the catalogue's record under the key of its kind, and only that.
+    #[test]
+    fn a_catalogue_event_names_its_record_by_kind() {
+        let event = |event_type: &str| StoredEvent {
+            id: 1,
+            tx_id: 1,
+            practice_id: "p".into(),
+            event_type: event_type.into(),
+            occurred_at: 0,
+            patient_id: None,
+            booking_id: None,
+            label_id: None,
+            token_id: None,
+            user_id: None,
+            record_id: Some("r1".into()),
+        };
+        assert_eq!(
+            event("product.updated").identifiers(),
+            json!({ "productId": "r1" })
+        );
+        assert_eq!(
+            event("location.created").identifiers(),
+            json!({ "locationId": "r1" })
+        );
+        assert_eq!(
+            event("accessGroup.created").identifiers(),
+            json!({ "accessGroupId": "r1" })
+        );
+        assert_eq!(
+            event("practiceNumber.created").identifiers(),
+            json!({ "practiceNumberId": "r1" })
+        );
+        assert!(event("practiceNumber.created").is_public());
     }
 }

@@ -7,9 +7,9 @@
 //! speak; the engine is chosen by the database URL at start-up and nothing above this module
 //! knows which one it is.
 
-pub mod appointment_types;
 pub mod audit;
 pub mod bookings;
+pub mod catalogue;
 mod error;
 pub mod events;
 pub mod idempotency;
@@ -18,6 +18,7 @@ pub mod locations;
 pub mod patient_record;
 pub mod patients;
 pub mod practices;
+pub mod products;
 mod row;
 pub mod sign_ins;
 pub mod tokens;
@@ -460,6 +461,29 @@ impl<'a> PracticeStore<'a> {
         Ok(count >= i64::try_from(bound.max()).unwrap_or(i64::MAX))
     }
 
+    /// The first of `ids` that names no record of `table` (with `condition`, a fixed SQL
+    /// condition such as `AND product_type = 'appointment'`) in the practice, read in `tx`.
+    async fn first_unknown(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        table: &str,
+        condition: &str,
+        ids: &[String],
+    ) -> StoreResult<Option<String>> {
+        let sql = format!("SELECT id FROM {table} WHERE practice_id = $1 AND id = $2 {condition}");
+        for id in ids {
+            let found: Option<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(sql.as_str()))
+                .bind(self.practice_id)
+                .bind(id)
+                .fetch_optional(&mut **tx)
+                .await?;
+            if found.is_none() {
+                return Ok(Some(id.clone()));
+            }
+        }
+        Ok(None)
+    }
+
     /// Takes the practice's row in `tx`, so that writers who count the practice's records
     /// (its admins, its live tokens) count one after the other.
     async fn lock_practice(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>) -> StoreResult<()> {
@@ -606,7 +630,7 @@ fn time_filters(
 }
 
 /// Escapes `%`, `_` and `\` for a `LIKE ... ESCAPE '\'` pattern.
-fn like_escape(text: &str) -> String {
+pub(crate) fn like_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
     for c in text.chars() {
         if matches!(c, '%' | '_' | '\\') {

@@ -157,7 +157,7 @@ impl Patient {
     pub fn relationships(&self) -> Vec<RelationshipEntry> {
         decode(Some(&self.relationships))
     }
-    pub fn access_groups(&self) -> Vec<String> {
+    pub fn access_group_ids(&self) -> Vec<String> {
         decode(Some(&self.access_groups))
     }
     pub fn ins(&self) -> Option<Ins> {
@@ -171,7 +171,7 @@ impl Patient {
     }
 
     /// Sets a new patient's custom attributes, each with an id of its own.
-    pub(super) fn set_attributes(&mut self, attributes: Vec<AttributeEntry>) {
+    pub fn set_attributes(&mut self, attributes: Vec<AttributeEntry>) {
         let list: Vec<AttributeEntry> = attributes
             .into_iter()
             .map(|a| AttributeEntry { id: new_id(), ..a })
@@ -543,7 +543,7 @@ impl PracticeStore<'_> {
         }
         self.modify_patient(patient_id, "access_group_added", None, |p| {
             not_archived(p)?;
-            let mut groups = p.access_groups();
+            let mut groups = p.access_group_ids();
             if groups.iter().any(|g| g == group_id) {
                 return Err(Refusal::AccessGroupAlreadyOnPatient);
             }
@@ -567,7 +567,7 @@ impl PracticeStore<'_> {
     ) -> StoreResult<Change<Patient>> {
         self.modify_patient(patient_id, "access_group_removed", None, |p| {
             not_archived(p)?;
-            let mut groups = p.access_groups();
+            let mut groups = p.access_group_ids();
             if !groups.iter().any(|g| g == group_id) {
                 return Err(Refusal::NotFound(Record::AccessGroup, group_id.into()));
             }

@@ -408,16 +408,17 @@ impl PracticeStore<'_> {
         Ok((ids.len() <= MAX_SEARCH_MATCHES).then(|| ids.into_iter().map(|(id,)| id).collect()))
     }
 
-    /// Adds a patient with the given labels. Refused, with nothing written, if a label is not
+    /// Adds a patient with the given labels; `complete` adds the rest of its record (see
+    /// `patient_record`) before it is written. Refused, with nothing written, if a label is not
     /// in the practice's catalogue.
     pub async fn create_patient(
         &self,
         fields: PatientFields,
         label_ids: &[String],
-        attributes: Vec<super::patient_record::AttributeEntry>,
+        complete: impl FnOnce(&mut Patient),
     ) -> StoreResult<Change<Patient>> {
         let mut patient = Patient::new(fields, now_ms());
-        patient.set_attributes(attributes);
+        complete(&mut patient);
         let mut tx = self.begin_write().await?;
         let row = patient.row();
         row.clone()

@@ -14,7 +14,8 @@ use crate::domain::{Record, Refusal};
 const USER_COLUMNS: &str = "id, email, title, first_name, last_name, role, is_doctor, \
                             created_at, updated_at, disabled_at, last_sign_in_at, gender, \
                             qualifications, registration, medical_specialties, position_title, \
-                            minimum_treatment_age, pronouns, access_groups, metadata";
+                            minimum_treatment_age, pronouns, access_groups, metadata, \
+                            services_provided";
 
 const SESSION_COLUMNS: &str = "id, kind, name, permissions, user_id, created_at, last_used_at, \
                                expires_at, revoked_at";
@@ -41,6 +42,9 @@ pub struct User {
     pub access_groups: String,
     /// A JSON array of [key, value] pairs: see [`User::metadata`].
     pub metadata: String,
+    /// A JSON array of the ids of the appointment types the user provides: see
+    /// [`User::service_ids`].
+    pub services_provided: String,
 }
 
 /// What the practice records of a staff user beyond their name and role.
@@ -88,6 +92,11 @@ impl User {
         serde_json::from_str(&self.metadata).unwrap_or_default()
     }
 
+    /// The ids of the appointment types the user provides.
+    pub fn service_ids(&self) -> Vec<String> {
+        serde_json::from_str(&self.services_provided).unwrap_or_default()
+    }
+
     /// The ids of the access groups the user belongs to.
     pub fn access_group_ids(&self) -> Vec<String> {
         serde_json::from_str(&self.access_groups).unwrap_or_default()
@@ -109,6 +118,8 @@ pub struct NewUser<'a> {
     /// The ids of the access groups the user belongs to; each must exist.
     pub access_groups: &'a [String],
     pub metadata: &'a [(String, String)],
+    /// The ids of the appointment types the user provides; each must exist.
+    pub services: &'a [String],
 }
 
 /// A change to a staff user: each field set is written, the others kept. `title` and the
@@ -132,6 +143,8 @@ pub struct UserPatch {
     pub pronouns: Option<Option<String>>,
     /// The user's metadata becomes exactly these pairs.
     pub metadata: Option<Vec<(String, String)>>,
+    /// The appointment types the user provides become exactly these; each must exist.
+    pub services_provided: Option<Vec<String>>,
 }
 
 impl UserPatch {
@@ -169,6 +182,9 @@ impl UserPatch {
         set(&mut user.profile.pronouns, &self.pronouns);
         if let Some(pairs) = &self.metadata {
             user.metadata = encode_pairs(pairs);
+        }
+        if let Some(ids) = &self.services_provided {
+            user.services_provided = serde_json::Value::from(ids.clone()).to_string();
         }
     }
 }
@@ -354,17 +370,21 @@ impl PracticeStore<'_> {
             profile: new.profile.clone(),
             access_groups: serde_json::Value::from(new.access_groups.to_vec()).to_string(),
             metadata: encode_pairs(new.metadata),
+            services_provided: serde_json::Value::from(new.services.to_vec()).to_string(),
         };
         if let Some(unknown) = self.unknown_access_group(tx, new.access_groups).await? {
             return Ok(Err(Refusal::NotFound(Record::AccessGroup, unknown)));
+        }
+        if let Some(refusal) = self.check_services(tx, new.services).await? {
+            return Ok(Err(refusal));
         }
         let inserted = sqlx::query(
             "INSERT INTO users (practice_id, id, email, password_hash, title, first_name, \
              last_name, role, is_doctor, created_at, updated_at, gender, qualifications, \
              registration, medical_specialties, position_title, minimum_treatment_age, \
-             access_groups, pronouns, metadata) \
+             access_groups, pronouns, metadata, services_provided) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $12, $13, $14, $15, $16, \
-             $17, $18, $19)",
+             $17, $18, $19, $20)",
         )
         .bind(self.practice_id)
         .bind(&user.id)
@@ -386,6 +406,7 @@ impl PracticeStore<'_> {
         .bind(&user.access_groups)
         .bind(&user.profile.pronouns)
         .bind(&user.metadata)
+        .bind(&user.services_provided)
         .execute(&mut **tx)
         .await;
         // A taken email ends the caller's transaction, which is dropped unfinished.
@@ -669,6 +690,7 @@ impl PracticeStore<'_> {
             return Ok(Err(Refusal::RoleAboveCaller(user.role).into()));
         }
         let was_admin = user.role == "admin" && !user.is_disabled();
+        let services_before = user.services_provided.clone();
         let ends = match change(&mut user) {
             Ok(ends) => ends,
             Err(refusal) => return Ok(Err(refusal.into())),
@@ -680,6 +702,11 @@ impl PracticeStore<'_> {
         {
             return Ok(Err(Refusal::NotFound(Record::AccessGroup, unknown).into()));
         }
+        if user.services_provided != services_before
+            && let Some(refusal) = self.check_services(&mut tx, &user.service_ids()).await?
+        {
+            return Ok(Err(refusal.into()));
+        }
         if was_admin && !is_admin && self.other_admins(&mut tx, id).await? == 0 {
             return Ok(Err(Refusal::LastAdmin.into()));
         }
@@ -689,7 +716,8 @@ impl PracticeStore<'_> {
              role = $7, is_doctor = $8, updated_at = $9, disabled_at = $10, gender = $11, \
              qualifications = $12, registration = $13, medical_specialties = $14, \
              position_title = $15, minimum_treatment_age = $16, access_groups = $17, \
-             pronouns = $18, metadata = $19 WHERE practice_id = $1 AND id = $2",
+             pronouns = $18, metadata = $19, services_provided = $20 \
+             WHERE practice_id = $1 AND id = $2",
         )
         .bind(self.practice_id)
         .bind(id)
@@ -710,6 +738,7 @@ impl PracticeStore<'_> {
         .bind(&user.access_groups)
         .bind(&user.profile.pronouns)
         .bind(&user.metadata)
+        .bind(&user.services_provided)
         .execute(&mut *tx)
         .await;
         match written {
@@ -753,18 +782,7 @@ impl PracticeStore<'_> {
         tx: &mut Transaction<'_, Any>,
         ids: &[String],
     ) -> StoreResult<Option<String>> {
-        for id in ids {
-            let found: Option<(String,)> =
-                sqlx::query_as("SELECT id FROM access_groups WHERE practice_id = $1 AND id = $2")
-                    .bind(self.practice_id)
-                    .bind(id)
-                    .fetch_optional(&mut **tx)
-                    .await?;
-            if found.is_none() {
-                return Ok(Some(id.clone()));
-            }
-        }
-        Ok(None)
+        self.first_unknown(tx, "access_groups", "", ids).await
     }
 
     /// Enabled admins of the practice other than `id`.

@@ -5,6 +5,7 @@ mod helpers;
 mod audit;
 mod auth;
 mod bookings;
+mod catalogue;
 mod cli;
 mod faults;
 mod hardening;

@@ -288,7 +288,7 @@ async fn search_upgrades_in_place_with_every_patient() {
                 ..Default::default()
             },
             &[],
-            Vec::new(),
+            |_| {},
         )
         .await
         .expect("create")
@@ -398,8 +398,19 @@ async fn the_previous_release_upgrades_in_place_with_every_record(#[case] engine
             vec![],
         ),
         (
-            "INSERT INTO bookings (practice_id, id, patient_id, doctor_id, start_at, end_at, \
-             created_at, updated_at) VALUES ('p1', 'b1', 'pa1', 'u1', 1000, 2000, 0, 0)",
+            "INSERT INTO locations (practice_id, id, name, city, created_at, updated_at) \
+             VALUES ('p1', 'lo1', 'Main surgery', 'York', 0, 0)",
+            vec![],
+        ),
+        (
+            "INSERT INTO appointment_types (practice_id, id, title, duration, price, \
+             created_at, updated_at) VALUES ('p1', 'at1', 'Consultation', 30, 50.5, 0, 0)",
+            vec![],
+        ),
+        (
+            "INSERT INTO bookings (practice_id, id, patient_id, doctor_id, location_id, \
+             appointment_type_id, start_at, end_at, created_at, updated_at) \
+             VALUES ('p1', 'b1', 'pa1', 'u1', 'lo1', 'at1', 1000, 2000, 0, 0)",
             vec![],
         ),
     ];
@@ -427,7 +438,7 @@ async fn the_previous_release_upgrades_in_place_with_every_record(#[case] engine
     assert_eq!(phones.len(), 1, "{phones:?}");
     assert_eq!(phones[0].number.as_deref(), Some("07700 900123"));
     assert_eq!(phones[0].phone_type.as_deref(), Some("mobile"));
-    assert!(patient.access_groups().is_empty());
+    assert!(patient.access_group_ids().is_empty());
     assert!(patient.numbers().is_empty() && patient.attributes().is_empty());
     let labels = practice
         .labels_of_patients(&["pa1".to_string()])
@@ -445,6 +456,28 @@ async fn the_previous_release_upgrades_in_place_with_every_record(#[case] engine
         (1000, 2000)
     );
     assert!(booking.metadata().is_empty());
+    // The appointment type is a product of type appointment, with its id, and the booking
+    // still refers to it; the location is a site of its own that provides nothing yet.
+    assert_eq!(booking.fields.appointment_type_id.as_deref(), Some("at1"));
+    let products = practice
+        .products_by_ids(&["at1".to_string()])
+        .await
+        .expect("products");
+    let product = &products["at1"];
+    assert_eq!(
+        (
+            product.name.as_str(),
+            product.product_type.as_str(),
+            product.status.as_str()
+        ),
+        ("Consultation", "appointment", "active")
+    );
+    assert_eq!((product.duration, product.price), (Some(30), Some(50.5)));
+    assert!(product.can_be_booked());
+    let locations = practice.list_locations().await.expect("locations");
+    assert_eq!(locations.len(), 1);
+    assert_eq!(locations[0].site(), "Main surgery");
+    assert!(locations[0].service_ids().is_empty());
     let user = practice
         .find_user("u1")
         .await
@@ -453,6 +486,7 @@ async fn the_previous_release_upgrades_in_place_with_every_record(#[case] engine
     assert!(!user.is_disabled());
     assert_eq!(user.title.as_deref(), Some("Dr"));
     assert!(user.access_group_ids().is_empty());
+    assert!(user.service_ids().is_empty());
     let clinic = store
         .find_practice("p1")
         .await

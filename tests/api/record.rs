@@ -20,31 +20,24 @@ const RECORD: &str = "id firstName lastName phones { phoneId phoneType phoneNumb
     ins { number oid manualIdentification identityAlertStatus identityAlertComment status identityDocument } \
     archived archivedInfo { archivedAt archivedBy { id } archivedReason archivedComments unarchivedAt unarchivedBy { id } unarchivedReason }";
 
-/// A row of the practice's definitions (access groups, number definitions), made in the
-/// database directly: their own mutations are the settings' (tests/api/catalogue.rs).
+/// A definition of the practice (an access group, a number definition), made with its own
+/// mutation (tests/api/catalogue.rs tests them); returns its id.
 pub(crate) async fn define(app: &TestApp, table: &str, name: &str) -> String {
-    let id = format!("{table}-{name}");
-    let pool = sqlx::AnyPool::connect(&app.database_url)
-        .await
-        .expect("connect");
-    let sql = match table {
-        "access_groups" => {
-            "INSERT INTO access_groups (practice_id, id, name, label, created_at) \
-                            VALUES ($1, $2, $3, $3, 0)"
-        }
-        _ => {
-            "INSERT INTO practice_numbers (practice_id, id, name, created_at) VALUES ($1, $2, $3, 0)"
-        }
+    let (mutation, field) = match table {
+        "access_groups" => (
+            "mutation($n: String!) { createAccessGroup(name: $n, label: $n) { data { id } error } }",
+            "createAccessGroup",
+        ),
+        _ => (
+            "mutation($n: String!) { createPracticeNumber(name: $n) { data { id } error } }",
+            "createPracticeNumber",
+        ),
     };
-    sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(&app.practice_id)
-        .bind(&id)
-        .bind(name)
-        .execute(&pool)
-        .await
-        .expect("insert");
-    pool.close().await;
-    id
+    let body = app.ok(mutation, json!({ "n": name })).await;
+    body[field]["data"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{body}"))
+        .to_string()
 }
 
 async fn read(app: &TestApp, token: &str, id: &str) -> Value {
@@ -59,8 +52,8 @@ async fn read(app: &TestApp, token: &str, id: &str) -> Value {
     body["data"]["patient"].clone()
 }
 
-/// Runs a patient mutation with the admin token; returns its payload.
-async fn change(app: &TestApp, mutation: &str, variables: Value) -> Value {
+/// Runs a mutation with the admin token; returns its payload.
+pub(crate) async fn change(app: &TestApp, mutation: &str, variables: Value) -> Value {
     let body = app.gql(Some(&app.admin_token), mutation, variables).await;
     assert!(body.get("errors").is_none(), "{body}");
     body["data"]

@@ -309,7 +309,7 @@ async fn prime_relations(
     let types = async {
         if selection.field("appointment").exists() {
             let type_ids = ids(|f| f.appointment_type_id.as_ref());
-            loaders::prime::<loaders::AppointmentTypes>(ctx, type_ids).await?;
+            loaders::prime::<loaders::Products>(ctx, type_ids).await?;
         }
         Ok(())
     };
@@ -445,7 +445,7 @@ impl Booking {
         let Some(id) = &self.0.fields.appointment_type_id else {
             return Ok(None);
         };
-        Ok(load_one::<loaders::AppointmentTypes>(ctx, id)
+        Ok(load_one::<loaders::Products>(ctx, id)
             .await?
             .map(Appointment::from))
     }

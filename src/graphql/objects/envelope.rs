@@ -5,7 +5,10 @@
 use async_graphql::{Context, Error, OutputType, Result, SimpleObject};
 use chrono::{TimeZone, Utc};
 
-use super::{Appointment, Booking, Label, Location, Patient, Practice};
+use super::{
+    Appointment, Booking, Label, Location, Patient, Practice, PracticeAccessGroups,
+    PracticeLocation, PracticeNumbers, Product,
+};
 use crate::auth::{Access, Resource};
 use crate::domain::{Bound, Change, Denied, Invalid, PatientState, Record, Refusal};
 use crate::graphql::error::{bad_input, code, coded};
@@ -18,6 +21,10 @@ use crate::graphql::error::{bad_input, code, coded};
 #[graphql(concrete(name = "LocationResponsePayload", params(Location)))]
 #[graphql(concrete(name = "AppointmentResponsePayload", params(Appointment)))]
 #[graphql(concrete(name = "PracticeResponsePayload", params(Practice)))]
+#[graphql(concrete(name = "ProductResponsePayload", params(Product)))]
+#[graphql(concrete(name = "PracticeLocationResponsePayload", params(PracticeLocation)))]
+#[graphql(concrete(name = "AccessGroupResponsePayload", params(PracticeAccessGroups)))]
+#[graphql(concrete(name = "PracticeNumberResponsePayload", params(PracticeNumbers)))]
 pub struct ResponsePayload<T: OutputType> {
     /// The record affected; null when the mutation was refused.
     pub data: Option<T>,
@@ -93,6 +100,12 @@ fn invalid_input(invalid: Invalid) -> Error {
     bad_input(match invalid {
         Invalid::BookingEndsBeforeStart => "bookingData.end must be after bookingData.start",
         Invalid::BookingTooLong => "a booking must not be longer than 24 hours",
+        Invalid::AppointmentWithoutDuration => {
+            "productData.duration is needed: an appointment product has a duration"
+        }
+        Invalid::BookableNotAppointment => {
+            "productData.isBookable can be true only for productType \"appointment\""
+        }
     })
 }
 
@@ -142,11 +155,19 @@ fn sentence(refusal: &Refusal) -> String {
         Refusal::Taken(Record::AppointmentType, title) => {
             format!("An appointment type titled \"{title}\" already exists")
         }
+        Refusal::Taken(Record::Product, name) => {
+            format!("A product named \"{name}\" already exists")
+        }
         Refusal::Taken(Record::User, email) => {
             format!("A staff user with email {email} already exists")
         }
         Refusal::Taken(record, name) => {
-            format!("A {} named \"{name}\" already exists", record.noun())
+            let what = record.with_article();
+            let (first, rest) = what.split_at(1);
+            format!(
+                "{}{rest} named \"{name}\" already exists",
+                first.to_uppercase()
+            )
         }
         Refusal::WebhookDeleted => {
             "This webhook subscription has been deleted and can no longer be changed".into()
@@ -180,6 +201,12 @@ fn sentence(refusal: &Refusal) -> String {
         Refusal::PatientOnHold => {
             "The patient is on hold: take them off hold (onHold: false) before booking".into()
         }
+        Refusal::ProductTypeFixed(kind) => format!(
+            "A product's type cannot change: this one is of type \"{kind}\"; create a new product instead"
+        ),
+        Refusal::NotBookable(name) => {
+            format!("\"{name}\" cannot be booked: only an active, bookable appointment type can")
+        }
         Refusal::PracticeHasStaff => {
             "This practice has staff already: sign in, or ask an admin for an account".into()
         }
@@ -206,6 +233,14 @@ fn sentence(refusal: &Refusal) -> String {
                 }
                 Bound::MetadataEntries => {
                     format!("A booking has at most {max} metadata entries: delete one first")
+                }
+                Bound::Products => format!("A practice has at most {max} products"),
+                Bound::AccessGroups => format!("A practice has at most {max} access groups"),
+                Bound::NumberDefinitions => {
+                    format!("A practice has at most {max} number definitions")
+                }
+                Bound::ServicesProvided => {
+                    format!("A location or a practitioner provides at most {max} services")
                 }
                 Bound::ApiTokens => format!(
                     "A practice has at most {max} API tokens that are neither revoked nor \

@@ -14,7 +14,9 @@ use crate::store::events::StoredEvent;
 /// type is one of the dotted names of the contract (`patient.created`, `booking.updated`,
 /// `patient.label.added`, ...); it names the records it touched, and reaches them as they are
 /// now. An event is shown only to callers who may read its resource: `patient.*` needs
-/// `patients:read`, `booking.*` `bookings:read`, `label.*` `labels:read`.
+/// `patients:read`, `booking.*` `bookings:read`, `label.*` `labels:read`, and the catalogue's
+/// (ours) `product.*` and `location.*` `bookings:read`, `accessGroup.created` and
+/// `practiceNumber.created` `patients:read`.
 pub struct Event(pub StoredEvent);
 
 impl Event {
@@ -24,6 +26,9 @@ impl Event {
             Some("patient") => Some(Resource::Patients),
             Some("booking") => Some(Resource::Bookings),
             Some("label") => Some(Resource::Labels),
+            // The catalogue: what booking integrations offer, and what a record refers to.
+            Some("product" | "location") => Some(Resource::Bookings),
+            Some("accessGroup" | "practiceNumber") => Some(Resource::Patients),
             _ => None,
         }
     }
@@ -61,6 +66,10 @@ impl Event {
             patient_id: self.0.patient_id.clone().map(ID),
             booking_id: self.0.booking_id.clone().map(ID),
             label_id: self.0.label_id.clone().map(ID),
+            product_id: self.0.record_of("product").map(ID),
+            location_id: self.0.record_of("location").map(ID),
+            access_group_id: self.0.record_of("accessGroup").map(ID),
+            practice_number_id: self.0.record_of("practiceNumber").map(ID),
         }
     }
     /// The patient the event names, as it is now (deleted ones included); null if it names
@@ -104,6 +113,14 @@ pub struct EventIdentifiers {
     pub booking_id: Option<ID>,
     /// The label: of `label.*`, `patient.label.added` and `patient.label.removed`.
     pub label_id: Option<ID>,
+    /// The product (ours): of `product.*`.
+    pub product_id: Option<ID>,
+    /// The location (ours): of `location.*`.
+    pub location_id: Option<ID>,
+    /// The access group (ours): of `accessGroup.created`.
+    pub access_group_id: Option<ID>,
+    /// The number definition (ours): of `practiceNumber.created`.
+    pub practice_number_id: Option<ID>,
 }
 
 /// A page of the feed of events.

@@ -3,8 +3,8 @@
 
 use async_graphql::{ID, SimpleObject};
 
-use crate::store::appointment_types::AppointmentType;
 use crate::store::locations::Location as StoredLocation;
+use crate::store::products::Product;
 
 /// The patient's postal address.
 #[derive(SimpleObject, Clone, Debug)]
@@ -45,7 +45,8 @@ impl From<StoredLocation> for Location {
     }
 }
 
-/// A kind of booking: what it is for, how long it takes and what it costs.
+/// A kind of booking: what it is for, how long it takes and what it costs. It is the
+/// appointment product of the same id (see Product), as the API this one follows names it.
 #[derive(SimpleObject, Clone)]
 pub struct Appointment {
     /// The appointment type's id: what BookingDataInput.bookingType takes.
@@ -58,12 +59,12 @@ pub struct Appointment {
     pub price: Option<f64>,
 }
 
-impl From<AppointmentType> for Appointment {
-    fn from(t: AppointmentType) -> Self {
+impl From<Product> for Appointment {
+    fn from(t: Product) -> Self {
         Appointment {
             id: ID(t.id),
-            title: Some(t.title),
-            duration: i32::try_from(t.duration).ok(),
+            title: Some(t.name),
+            duration: t.duration.and_then(|d| i32::try_from(d).ok()),
             price: t.price,
         }
     }

@@ -13,6 +13,7 @@ mod location;
 mod page;
 mod patient;
 mod practice;
+mod product;
 pub mod record;
 mod token;
 mod user;
@@ -27,6 +28,7 @@ pub use location::{Address, Appointment, Location};
 pub use page::{PageInfo, items};
 pub use patient::{PatientData, PatientLabel, Phone};
 pub use practice::Practice;
+pub use product::{PracticeAccessGroups, PracticeLocation, PracticeNumbers, Product, ProductData};
 pub use token::ApiTokenPayload;
 pub use user::{Session, SignInPayload, UserData, UserResponsePayload};
 pub use webhook::{

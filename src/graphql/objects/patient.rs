@@ -251,7 +251,7 @@ impl Patient {
         &self,
         ctx: &Context<'_>,
     ) -> Result<Option<Vec<Option<PatientAccessGroup>>>> {
-        let ids = self.0.access_groups();
+        let ids = self.0.access_group_ids();
         let names = practice_of(ctx)?.access_group_names(&ids).await.or_fail()?;
         Ok(Some(
             ids.into_iter()

@@ -63,6 +63,7 @@ pub enum PatientRelationshipType {
 
 /// Where an INS stands (France's national health identity).
 #[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
+#[graphql(name = "PatientINSStatus")]
 pub enum PatientInsStatus {
     /// Qualified: retrieved and checked against an identity document.
     Qualified,

@@ -5,7 +5,7 @@ use async_graphql::{Context, ID, Object, Result, SimpleObject};
 use super::booking::MetadataEntry;
 use super::envelope::refusal;
 use super::page::PageInfo;
-use super::{Booking, BookingData, User};
+use super::{Booking, BookingData, Product, User};
 use crate::domain::{Change, Denied};
 use crate::graphql::pagination::Pagination;
 use crate::graphql::scalars::{Date, DateTime};
@@ -78,6 +78,16 @@ impl User {
     /// The user's pronouns, e.g. "she/her".
     async fn pronouns(&self) -> Option<&str> {
         self.0.profile.pronouns.as_deref()
+    }
+    /// The appointment types the user provides (at most 30), as set with createUser or
+    /// updateUser.
+    async fn services_provided(&self, ctx: &Context<'_>) -> Result<Option<Vec<Option<Product>>>> {
+        let found = crate::graphql::loaders::load_many::<crate::graphql::loaders::Products>(
+            ctx,
+            self.0.service_ids(),
+        )
+        .await?;
+        Ok(super::page::items(found, Product))
     }
     /// The user's metadata entries, in the order they were set.
     async fn metadata(&self) -> Option<Vec<Option<MetadataEntry>>> {

@@ -17,11 +17,11 @@ use async_graphql::parser::types::{
 use async_graphql::{Name, Positioned, Value as ConstValue, Variables};
 
 use crate::domain::limits::{
-    MAX_ACCESS_GROUPS_PER_PATIENT, MAX_API_TOKENS, MAX_APPOINTMENT_TYPES,
-    MAX_ATTRIBUTES_PER_PATIENT, MAX_LABELS_PER_PATIENT, MAX_LOCATIONS, MAX_METADATA_ENTRIES,
-    MAX_NUMBERS_PER_PATIENT, MAX_PATIENT_BOOKINGS, MAX_PHONES_PER_PATIENT,
-    MAX_RELATIONSHIPS_PER_PATIENT, MAX_SEARCH_MATCHES, MAX_SESSIONS_LISTED,
-    MIN_INDEXED_SEARCH_CHARS,
+    MAX_ACCESS_GROUPS, MAX_ACCESS_GROUPS_PER_PATIENT, MAX_API_TOKENS, MAX_APPOINTMENT_TYPES,
+    MAX_ATTRIBUTES_PER_PATIENT, MAX_LABELS_PER_PATIENT, MAX_LABELS_PER_PRODUCT, MAX_LOCATIONS,
+    MAX_METADATA_ENTRIES, MAX_NUMBER_DEFINITIONS, MAX_NUMBERS_PER_PATIENT, MAX_PATIENT_BOOKINGS,
+    MAX_PHONES_PER_PATIENT, MAX_RELATIONSHIPS_PER_PATIENT, MAX_SEARCH_MATCHES,
+    MAX_SERVICES_PROVIDED, MAX_SESSIONS_LISTED, MIN_INDEXED_SEARCH_CHARS,
 };
 use crate::graphql::events::DEFAULT_FEED_LIMIT;
 use crate::graphql::pagination::DEFAULT_PAGE_SIZE;
@@ -169,6 +169,36 @@ const WEIGHTS: &[(&str, &str, Weight)] = &[
     ("User", "bookings", Weight::PageSize),
     ("Booking", "metadata", Weight::AtMost(MAX_METADATA_ENTRIES)),
     ("User", "metadata", Weight::AtMost(MAX_METADATA_ENTRIES)),
+    (
+        "User",
+        "servicesProvided",
+        Weight::AtMost(MAX_SERVICES_PROVIDED),
+    ),
+    ("Query", "products", Weight::Paged),
+    ("ProductData", "data", Weight::AtMost(1)),
+    ("Product", "labels", Weight::AtMost(MAX_LABELS_PER_PRODUCT)),
+    ("Product", "metadata", Weight::AtMost(MAX_METADATA_ENTRIES)),
+    ("Practice", "locations", Weight::AtMost(MAX_LOCATIONS)),
+    (
+        "Practice",
+        "appointmentTypes",
+        Weight::AtMost(MAX_APPOINTMENT_TYPES),
+    ),
+    (
+        "Practice",
+        "accessGroups",
+        Weight::AtMost(MAX_ACCESS_GROUPS),
+    ),
+    (
+        "Practice",
+        "practiceNumbers",
+        Weight::AtMost(MAX_NUMBER_DEFINITIONS),
+    ),
+    (
+        "PracticeLocation",
+        "servicesProvided",
+        Weight::AtMost(MAX_SERVICES_PROVIDED),
+    ),
     // The items of a page: the field that returned the page weighed them.
     ("PatientData", "data", Weight::AtMost(1)),
     ("PatientBookingsData", "data", Weight::AtMost(1)),
