@@ -37,6 +37,11 @@ use crate::domain::Refusal;
 pub use error::StoreError;
 use row::{Args, Columns};
 
+/// How long a connection may lie idle in the pool before it is checked again on its way out
+/// (a database restarted, a connection cut by a firewall): a busy server's connections go
+/// from one statement to the next without a check of their own.
+const CHECK_AFTER_IDLE: Duration = Duration::from_secs(1);
+
 /// Result of a store operation.
 pub type StoreResult<T> = Result<T, StoreError>;
 
@@ -176,6 +181,19 @@ impl Store {
             AnyPoolOptions::new()
                 .acquire_timeout(pool.acquire_timeout)
                 .max_connections(pool.max_connections)
+                // sqlx checks a connection (a round trip: on SQLite to its thread, on
+                // PostgreSQL to the server) when it goes back to the pool, and by default again
+                // when it is taken out, before every statement. Checked on its way back, a
+                // connection needs checking on its way out only if it has lain idle since.
+                .test_before_acquire(false)
+                .before_acquire(|connection, meta| {
+                    Box::pin(async move {
+                        if meta.idle_for >= CHECK_AFTER_IDLE {
+                            sqlx::Connection::ping(connection).await?;
+                        }
+                        Ok(true)
+                    })
+                })
         };
         let store = match engine {
             Engine::Sqlite => {
