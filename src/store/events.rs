@@ -356,7 +356,7 @@ impl Store {
             .bind(after.tx)
             .bind(after.id)
             .bind(i64::from(limit))
-            .fetch_all(&self.read)
+            .fetch_all(&self.reader)
             .await?)
     }
 
@@ -367,7 +367,7 @@ impl Store {
             self.engine.visible_events()
         );
         let last: Option<(i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .fetch_optional(&self.read)
+            .fetch_optional(&self.reader)
             .await?;
         Ok(last.map_or(Position::default(), |(tx, id)| Position { tx, id }))
     }

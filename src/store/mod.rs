@@ -23,6 +23,7 @@ mod row;
 pub mod sign_ins;
 pub mod tokens;
 pub mod users;
+mod warm;
 pub mod webhooks;
 
 use std::collections::HashMap;
@@ -152,6 +153,11 @@ pub struct Store {
     url: String,
     /// Changes to tokens and staff users, for a cache of them.
     credentials: std::sync::Arc<tokens::CredentialWatch>,
+    /// The reading pool as reads use it: on connections kept warm between statements (see
+    /// [`warm`]).
+    reader: warm::Reader,
+    /// The reader's warm connections, given back to the pool as it closes.
+    warm: std::sync::Arc<warm::Warm>,
 }
 
 impl Store {
@@ -212,7 +218,10 @@ impl Store {
                     .connect_with(options)
                     .await
                     .map_err(StoreError::from_connect)?;
+                let warm = std::sync::Arc::new(warm::Warm::new(pool.max_connections));
                 Store {
+                    reader: warm::Reader::new(read.clone(), warm.clone()),
+                    warm,
                     read,
                     write,
                     engine,
@@ -222,13 +231,16 @@ impl Store {
                 }
             }
             Engine::Postgres => {
-                let pool = pool_options()
+                let shared = pool_options()
                     .connect_with(options)
                     .await
                     .map_err(StoreError::from_connect)?;
+                let warm = std::sync::Arc::new(warm::Warm::new(pool.max_connections));
                 Store {
-                    read: pool.clone(),
-                    write: pool,
+                    reader: warm::Reader::new(shared.clone(), warm.clone()),
+                    warm,
+                    read: shared.clone(),
+                    write: shared,
                     engine,
                     committed: Default::default(),
                     url: url.clone(),
@@ -365,6 +377,7 @@ impl Store {
 
     /// Closes the pools, waiting for connections in use to be returned.
     pub async fn close(&self) {
+        self.warm.close();
         self.write.close().await;
         self.read.close().await;
     }
@@ -428,8 +441,8 @@ impl<'a> PracticeStore<'a> {
         self.practice_id
     }
 
-    fn read(&self) -> &'a AnyPool {
-        &self.store.read
+    fn read(&self) -> &'a warm::Reader {
+        &self.store.reader
     }
 
     fn write(&self) -> &'a AnyPool {

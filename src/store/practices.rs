@@ -62,7 +62,7 @@ impl Store {
         Ok(
             sqlx::query_as("SELECT id, name, timezone FROM practices WHERE id = $1")
                 .bind(id)
-                .fetch_optional(&self.read)
+                .fetch_optional(&self.reader)
                 .await?,
         )
     }

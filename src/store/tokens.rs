@@ -222,7 +222,7 @@ impl super::Store {
     pub async fn find_token_practice(&self, id: &str) -> StoreResult<Option<String>> {
         let row: Option<(String,)> = sqlx::query_as("SELECT practice_id FROM tokens WHERE id = $1")
             .bind(id)
-            .fetch_optional(&self.read)
+            .fetch_optional(&self.reader)
             .await?;
         Ok(row.map(|(practice_id,)| practice_id))
     }

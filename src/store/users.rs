@@ -270,7 +270,7 @@ impl Store {
         );
         let row: Option<CredentialsRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(email.to_lowercase())
-            .fetch_optional(&self.read)
+            .fetch_optional(&self.reader)
             .await?;
         Ok(row.map(|r| Credentials {
             practice_id: r.practice_id,

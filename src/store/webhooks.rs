@@ -691,7 +691,7 @@ impl Store {
         );
         let next: Option<(Option<i64>,)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(first_delay)
-            .fetch_optional(&self.read)
+            .fetch_optional(&self.reader)
             .await?;
         Ok(next.and_then(|(at,)| at))
     }
