@@ -8,8 +8,8 @@ next label write of the scenario's .writes file: the bodies that add and remove 
 then the patients to write to.
 
 With PRACTICE (the token's practice; bench/run --peer), also the plans of the peer's lookup
-(peer_patient: PostGraphile's, by the table's key) and of the API's with the same selection
-(patient_narrow).
+(peer_patient: PostGraphile's, by the table's key), of the API's with the same selection
+(patient_narrow) and of the bare handler's (baseline_patient_narrow).
 """
 
 import datetime
@@ -129,6 +129,7 @@ if PRACTICE:
     )
     write("patient_narrow", [body(NARROW, {"id": p["id"]}) for p in sample])
     write("peer_patient", [body(PEER, {"p": PRACTICE, "id": p["id"]}) for p in sample])
+    write("baseline_patient_narrow", [json.dumps({"id": p["id"], "narrow": True}) for p in sample])
 write("baseline_patients_page", [
     json.dumps({"page": json.loads(line)["variables"]["p"]}) for line in reads["patients_page"]
 ])

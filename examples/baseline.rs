@@ -43,6 +43,10 @@ struct Baseline {
 #[derive(Deserialize)]
 struct PatientRequest {
     id: String,
+    /// `patient(id) { id firstName email }`: the patient's row only, one statement (the
+    /// selection of the peer's lookup, `bench/run --peer`).
+    #[serde(default)]
+    narrow: bool,
 }
 
 #[derive(Deserialize)]
@@ -79,12 +83,20 @@ fn failed(error: impl std::fmt::Display) -> (StatusCode, String) {
     (StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
 }
 
-/// `patient(id) { firstName email labels { text } }`, bare.
+/// `patient(id) { firstName email labels { text } }`, bare; or, narrow, `patient(id) { id
+/// firstName email }`.
 async fn patient(State(app): State<Baseline>, Json(request): Json<PatientRequest>) -> Answer {
     let practice = app.store.practice(&app.practice);
     let Some(patient) = practice.find_patient(&request.id).await.map_err(failed)? else {
         return Ok(Json(json!({ "data": { "patient": null } })));
     };
+    if request.narrow {
+        return Ok(Json(json!({ "data": { "patient": {
+            "id": patient.id,
+            "firstName": patient.fields.first_name,
+            "email": patient.fields.email,
+        } } })));
+    }
     let labels = practice
         .labels_of_patients(std::slice::from_ref(&patient.id))
         .await
