@@ -298,11 +298,22 @@ impl<'a> PracticeStore<'a> {
     async fn reads_in_log(&self, filter: &AuditFilter, reach: i64) -> StoreResult<Vec<ReadRow>> {
         let mut args = Args::default();
         let mut sql = format!("SELECT {READ_COLUMNS} FROM audit_reads WHERE practice_id = $1");
-        sql += &filter.conditions(
-            &mut args,
+        // The patient's reads: those in their index, and (SQLite) those not yet moved there.
+        let mut by_patient = String::from(
             "id IN (SELECT read_id FROM audit_read_patients WHERE practice_id = $1 \
-             AND patient_id = {})",
+             AND patient_id = {}",
         );
+        if self.store.indexes_reads_later() {
+            by_patient += &format!(
+                " UNION ALL SELECT u.read_id FROM audit_reads_unindexed u \
+                 JOIN audit_reads r ON r.practice_id = u.practice_id AND r.id = u.read_id \
+                 WHERE u.practice_id = $1 AND EXISTS (SELECT 1 FROM {} \
+                 WHERE e.value->>3 = {{}})",
+                self.store.engine.json_rows_of("r.reads", "e")
+            );
+        }
+        by_patient.push(')');
+        sql += &filter.conditions(&mut args, &by_patient);
         sql += &format!(" ORDER BY at DESC, id DESC LIMIT {}", args.add(reach));
         let query = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id);
         Ok(args.bind(query).fetch_all(self.read()).await?)
@@ -389,26 +400,41 @@ fn newest_first(
 
 impl Store {
     /// Records the reads of many requests in one transaction, one commit for all of them: a
-    /// row of `audit_reads` per request and practice, and an entry of `audit_read_patients`
-    /// per patient each read reached; two statements in all.
+    /// row of `audit_reads` per request and practice, and who read each patient.
+    ///
+    /// On PostgreSQL, an entry of `audit_read_patients` per patient each read reached, in
+    /// the same statement: one round trip for the batch. On SQLite, whose commit writes every
+    /// page it changed to the log, entries landing at random places of that b-tree would cost
+    /// a page each (a page of 100 patients: 100 pages), so a read that reached a patient adds
+    /// one row to `audit_reads_unindexed` instead, at the end of its b-tree, and
+    /// [`Store::index_reads`] moves many requests' patients into the index later, in its
+    /// order. Either way, "who read this patient" finds the read from the moment it is
+    /// recorded.
     pub async fn record_reads(&self, batch: &[Reads]) -> StoreResult<()> {
         let at = now_ms();
         let mut rows = Vec::new();
-        let mut patients = Vec::new();
+        // PostgreSQL: [practice, patient, read]; SQLite: [practice, read].
+        let mut reached = Vec::new();
         for reads in batch.iter().filter(|r| !r.reads.is_empty()) {
             let id = new_id();
-            let mut reached: Vec<&str> = reads
+            let mut patients: Vec<&str> = reads
                 .reads
                 .iter()
                 .filter_map(|read| read.patient_id.as_deref())
                 .collect();
-            reached.sort_unstable();
-            reached.dedup();
-            patients.extend(
-                reached
-                    .into_iter()
-                    .map(|patient| serde_json::json!([reads.practice_id, patient, id])),
-            );
+            patients.sort_unstable();
+            patients.dedup();
+            match self.engine {
+                Engine::Postgres => reached.extend(
+                    patients
+                        .into_iter()
+                        .map(|patient| serde_json::json!([reads.practice_id, patient, id])),
+                ),
+                Engine::Sqlite if !patients.is_empty() => {
+                    reached.push(serde_json::json!([reads.practice_id, id]));
+                }
+                Engine::Sqlite => {}
+            }
             rows.push(serde_json::json!([
                 reads.practice_id,
                 id,
@@ -422,46 +448,92 @@ impl Store {
             return Ok(());
         }
         let rows = serde_json::Value::Array(rows).to_string();
-        let patients = serde_json::Value::Array(patients).to_string();
+        let reached = serde_json::Value::Array(reached).to_string();
         let reads = format!(
             "INSERT INTO audit_reads (practice_id, {READ_COLUMNS}) \
              SELECT r.value->>0, r.value->>1, $2, r.value->>2, r.value->>3, r.value->>4, \
              r.value->>5 FROM {}",
             self.engine.json_rows(1, false)
         );
-        let reached = |param: usize| {
-            format!(
-                "INSERT INTO audit_read_patients (practice_id, patient_id, read_id) \
-                 SELECT r.value->>0, r.value->>1, r.value->>2 FROM {}",
-                self.engine.json_rows(param, false)
-            )
-        };
         match self.engine {
             // One statement, which commits alone: a batch costs one round trip.
             Engine::Postgres => {
-                let sql = format!("WITH reads AS ({reads}) {}", reached(3));
+                let sql = format!(
+                    "WITH reads AS ({reads}) \
+                     INSERT INTO audit_read_patients (practice_id, patient_id, read_id) \
+                     SELECT r.value->>0, r.value->>1, r.value->>2 FROM {}",
+                    self.engine.json_rows(3, false)
+                );
                 sqlx::query(sqlx::AssertSqlSafe(sql))
                     .bind(rows)
                     .bind(at)
-                    .bind(patients)
+                    .bind(reached)
                     .execute(&self.write)
                     .await?;
             }
             Engine::Sqlite => {
+                let pending = format!(
+                    "INSERT INTO audit_reads_unindexed (practice_id, read_id) \
+                     SELECT r.value->>0, r.value->>1 FROM {}",
+                    self.engine.json_rows(1, false)
+                );
                 let mut tx = self.begin_write().await?;
                 sqlx::query(sqlx::AssertSqlSafe(reads))
                     .bind(rows)
                     .bind(at)
                     .execute(&mut *tx)
                     .await?;
-                sqlx::query(sqlx::AssertSqlSafe(reached(1)))
-                    .bind(patients)
+                sqlx::query(sqlx::AssertSqlSafe(pending))
+                    .bind(reached)
                     .execute(&mut *tx)
                     .await?;
                 tx.commit().await?;
             }
         }
         Ok(())
+    }
+
+    /// Whether the index of who read each patient is brought up to date behind the reads
+    /// ([`Store::index_reads`]): on SQLite; PostgreSQL indexes each read as it records it.
+    pub fn indexes_reads_later(&self) -> bool {
+        self.engine == Engine::Sqlite
+    }
+
+    /// SQLite: adds the patients of at most `limit` rows of `audit_reads_unindexed` (the
+    /// oldest of a practice first) to `audit_read_patients`, in that b-tree's order, and takes
+    /// the rows out, in one transaction; returns how many rows it took. Many requests'
+    /// entries at once share the pages they change, where one request's entries would each
+    /// rewrite a page of its own. A crash before the commit leaves the rows to do again.
+    /// PostgreSQL has nothing to index later: returns 0.
+    pub async fn index_reads(&self, limit: i64) -> StoreResult<u64> {
+        if !self.indexes_reads_later() {
+            return Ok(0);
+        }
+        // The writing transaction holds the file: the two selections of the oldest rows are
+        // the same rows.
+        let oldest = "(SELECT practice_id, read_id FROM audit_reads_unindexed \
+                      ORDER BY practice_id, read_id LIMIT $1)";
+        let sql = format!(
+            "INSERT OR IGNORE INTO audit_read_patients (practice_id, patient_id, read_id) \
+             SELECT DISTINCT r.practice_id, e.value->>3, r.id FROM {oldest} AS u \
+             JOIN audit_reads r ON r.practice_id = u.practice_id AND r.id = u.read_id \
+             CROSS JOIN {} WHERE e.value->>3 IS NOT NULL ORDER BY 1, 2, 3",
+            self.engine.json_rows_of("r.reads", "e")
+        );
+        let mut tx = self.begin_write().await?;
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(limit)
+            .execute(&mut *tx)
+            .await?;
+        let sql =
+            format!("DELETE FROM audit_reads_unindexed WHERE (practice_id, read_id) IN {oldest}");
+        let moved = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(limit)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(moved)
     }
 }
 

@@ -375,6 +375,11 @@ impl Store {
         self.committed.clone()
     }
 
+    /// Whether [`Store::close`] has been called.
+    pub fn is_closed(&self) -> bool {
+        self.write.is_closed()
+    }
+
     /// Closes the pools, waiting for connections in use to be returned.
     pub async fn close(&self) {
         self.warm.close();

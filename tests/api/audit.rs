@@ -453,3 +453,159 @@ async fn nothing_happens_that_the_log_cannot_record(#[case] engine: Engine) {
         ]
     );
 }
+
+/// Who read a patient is found from the moment the read is recorded: on SQLite, before and
+/// after the index of who read each patient catches up with it (`Store::index_reads`, which
+/// a server runs in the background); on PostgreSQL, which indexes each read as it records it.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_read_is_on_the_patients_trail_before_and_after_it_is_indexed(#[case] engine: Engine) {
+    use practice_api::admin;
+    use practice_api::store::audit::{Actor, ActorKind, AuditFilter, Read, Reads};
+    use practice_api::store::{PageRequest, PoolSettings, Store};
+
+    let Some(db) = crate::helpers::TestDatabase::new(engine).await else {
+        return;
+    };
+    // A store and no server: nothing indexes behind the test's back.
+    let store = Store::open(&db.url, &PoolSettings::default())
+        .await
+        .expect("open");
+    let practice = admin::practice(&store, None).await.expect("practice").id;
+    let read = |operation: &str, resource: &str, patient: Option<&str>| Read {
+        operation: operation.into(),
+        resource_type: if patient.is_some() {
+            "patient"
+        } else {
+            "label"
+        },
+        resource_id: resource.into(),
+        patient_id: patient.map(Into::into),
+    };
+    let actor = Actor {
+        kind: ActorKind::Token,
+        id: "t1".into(),
+        name: Some("reader".into()),
+    };
+    let batch = [
+        // A page of two patients, one lookup, and a read that reached no patient.
+        Reads {
+            practice_id: practice.clone(),
+            actor: actor.clone(),
+            reads: vec![
+                read("patients", "ada", Some("ada")),
+                read("patients", "alan", Some("alan")),
+            ],
+        },
+        Reads {
+            practice_id: practice.clone(),
+            actor: actor.clone(),
+            reads: vec![read("patient", "ada", Some("ada"))],
+        },
+        Reads {
+            practice_id: practice.clone(),
+            actor,
+            reads: vec![read("labels", "vip", None)],
+        },
+    ];
+    store.record_reads(&batch).await.expect("record");
+
+    let trail = |patient: &'static str| {
+        let (store, practice) = (&store, &practice);
+        async move {
+            let filter = AuditFilter {
+                patient_id: Some(patient.into()),
+                ..AuditFilter::default()
+            };
+            let page = PageRequest {
+                page: 1,
+                page_size: 100,
+            };
+            let events = store
+                .practice(practice)
+                .list_audit_events(&filter, page)
+                .await
+                .expect("events");
+            events
+                .items
+                .iter()
+                .map(|e| {
+                    let operation = e.operation.clone().unwrap_or_default();
+                    let resource = e.resource_id.clone().unwrap_or_default();
+                    format!("{operation} {resource}")
+                })
+                .collect::<Vec<_>>()
+        }
+    };
+    let before = (trail("ada").await, trail("alan").await);
+    assert_eq!(before.0, ["patient ada", "patients ada"]);
+    assert_eq!(before.1, ["patients alan"]);
+    assert_eq!(trail("nobody").await, Vec::<String>::new());
+
+    // Indexed one request at a time: the two reads that reached a patient, then nothing.
+    let mut moved = Vec::new();
+    loop {
+        let n = store.index_reads(1).await.expect("index");
+        if n == 0 {
+            break;
+        }
+        moved.push(n);
+        // The trail is the same half-way.
+        assert_eq!((trail("ada").await, trail("alan").await), before);
+    }
+    let expected: &[u64] = match engine {
+        Engine::Sqlite => &[1, 1],
+        Engine::Postgres => &[],
+    };
+    assert_eq!(moved, expected);
+    assert_eq!((trail("ada").await, trail("alan").await), before);
+    store.close().await;
+}
+
+/// A server on SQLite brings the index of who read each patient up to date behind its reads,
+/// within seconds, and the trail reads the same before and after.
+#[tokio::test]
+async fn an_sqlite_server_indexes_its_reads_behind_them() {
+    let app = spawn!(Engine::Sqlite);
+    let patient = app.patient("Ada", "Lovelace").await;
+    for _ in 0..3 {
+        app.ok(
+            "query($id: ID!) { patient(id: $id) { firstName } patients { data { id } } }",
+            json!({ "id": patient }),
+        )
+        .await;
+    }
+    let before = summary(&events(&app, json!({ "p": patient })).await);
+    assert_eq!(before.len(), 7, "{before:#?}");
+
+    sqlx::any::install_default_drivers();
+    let mut conn = sqlx::AnyConnection::connect(&app.database_url)
+        .await
+        .expect("connect");
+    let mut pending: i64 = -1;
+    for _ in 0..100 {
+        pending = sqlx::query_scalar("SELECT count(*) FROM audit_reads_unindexed")
+            .fetch_one(&mut conn)
+            .await
+            .expect("count");
+        if pending == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(pending, 0, "the server did not index its reads within 10 s");
+    let indexed: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM audit_read_patients WHERE patient_id = $1")
+            .bind(&patient)
+            .fetch_one(&mut conn)
+            .await
+            .expect("count");
+    assert_eq!(indexed, 3, "one entry per request that read the patient");
+    let _ = conn.close().await;
+    assert_eq!(
+        summary(&events(&app, json!({ "p": patient })).await),
+        before
+    );
+}

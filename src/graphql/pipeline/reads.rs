@@ -1,6 +1,10 @@
 //! Records the reads of queries in the audit log before their data leaves: many requests'
 //! reads to one transaction, so that a busy server pays one commit for a batch of queries
 //! rather than one each, and every response still waits for its own reads to be on disk.
+//! On SQLite, the index of who read each patient is brought up to date behind them, many
+//! requests at a time (see [`Store::record_reads`] and [`Store::index_reads`]).
+
+use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -12,6 +16,18 @@ const MAX_BATCH: usize = 256;
 
 /// Requests waiting to have their reads recorded, at most.
 const QUEUE: usize = 4096;
+
+/// Requests whose patients go into the index in one transaction: at first, and the fewest
+/// and most. In between, the batch doubles while a transaction takes less than
+/// [`INDEX_QUICK`] and halves when one takes more than [`INDEX_SLOW`]: SQLite's one writer
+/// waits for it, and with it every response whose reads are being recorded.
+const INDEX_BATCH: (i64, i64, i64) = (100, 10, 5000);
+const INDEX_QUICK: Duration = Duration::from_millis(4);
+const INDEX_SLOW: Duration = Duration::from_millis(12);
+
+/// How often the index of who read each patient is brought up to date: the reads of the
+/// last second are found by a look at each of them instead.
+const INDEX_EVERY: Duration = Duration::from_secs(1);
 
 /// One request's reads, and where to say whether they were recorded.
 struct Pending {
@@ -30,6 +46,7 @@ impl ReadAudit {
     /// Starts the writer over `store`. It stops when the last handle is dropped.
     pub fn start(store: Store) -> ReadAudit {
         let (queue, mut incoming) = mpsc::channel::<Pending>(QUEUE);
+        let indexing = store.indexes_reads_later().then(|| store.clone());
         tokio::spawn(async move {
             let mut batch = Vec::with_capacity(MAX_BATCH);
             while incoming.recv_many(&mut batch, MAX_BATCH).await > 0 {
@@ -48,6 +65,9 @@ impl ReadAudit {
                 }
             }
         });
+        if let Some(store) = indexing {
+            index(store, queue.downgrade());
+        }
         ReadAudit { queue }
     }
 
@@ -68,4 +88,42 @@ impl ReadAudit {
         }
         answer.await.unwrap_or(false)
     }
+}
+
+/// Brings the index of who read each patient up to date every [`INDEX_EVERY`], while the
+/// writer of reads lives (`alive`), a batch at a time until it has caught up, pausing
+/// between two batches as long as the last one took.
+fn index(store: Store, alive: mpsc::WeakSender<Pending>) {
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(INDEX_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let (mut batch, fewest, most) = INDEX_BATCH;
+        loop {
+            every.tick().await;
+            if alive.upgrade().is_none() || store.is_closed() {
+                return;
+            }
+            loop {
+                let started = std::time::Instant::now();
+                let indexed = store.index_reads(batch).await;
+                let took = started.elapsed();
+                let full = batch;
+                if took < INDEX_QUICK {
+                    batch = (batch * 2).min(most);
+                } else if took > INDEX_SLOW {
+                    batch = (batch / 2).max(fewest);
+                }
+                match indexed {
+                    Ok(moved) if moved < full.unsigned_abs() => break,
+                    // More to do: the writes waiting meanwhile go first.
+                    Ok(_) => tokio::time::sleep(took).await,
+                    Err(_) if store.is_closed() => return,
+                    Err(error) => {
+                        tracing::warn!(%error, "could not index the reads of the audit log");
+                        break;
+                    }
+                }
+            }
+        }
+    });
 }
