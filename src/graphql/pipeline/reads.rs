@@ -18,10 +18,11 @@ const MAX_BATCH: usize = 256;
 const QUEUE: usize = 4096;
 
 /// Requests whose patients go into the index in one transaction: at first, and the fewest
-/// and most. In between, the batch doubles while a transaction takes less than
+/// and most (a page of 100 patients is 100 entries: 500 requests' sorting stays within a
+/// few megabytes). In between, the batch doubles while a transaction takes less than
 /// [`INDEX_QUICK`] and halves when one takes more than [`INDEX_SLOW`]: SQLite's one writer
 /// waits for it, and with it every response whose reads are being recorded.
-const INDEX_BATCH: (i64, i64, i64) = (100, 10, 5000);
+const INDEX_BATCH: (i64, i64, i64) = (100, 10, 500);
 const INDEX_QUICK: Duration = Duration::from_millis(4);
 const INDEX_SLOW: Duration = Duration::from_millis(12);
 
