@@ -83,15 +83,12 @@ pub fn metadata_entry(key: &str, value: Option<&str>) -> Result<(), String> {
     Ok(())
 }
 
-/// Checks a list of metadata entries: at most [`MAX_METADATA_ENTRIES`], each as
-/// [`metadata_entry`] says, no key twice.
-///
-/// [`MAX_METADATA_ENTRIES`]: crate::domain::limits::MAX_METADATA_ENTRIES
-pub fn metadata_list(field: &str, pairs: &[(String, String)]) -> Result<(), String> {
-    use crate::domain::limits::MAX_METADATA_ENTRIES;
-    if pairs.len() > MAX_METADATA_ENTRIES {
+/// Checks a list of metadata entries: at most `max`, each as [`metadata_entry`] says, no
+/// key twice.
+pub fn metadata_list(field: &str, pairs: &[(String, String)], max: usize) -> Result<(), String> {
+    if pairs.len() > max {
         return Err(format!(
-            "{field} holds at most {MAX_METADATA_ENTRIES} entries, got {}",
+            "{field} holds at most {max} entries, got {}",
             pairs.len()
         ));
     }
@@ -105,12 +102,21 @@ pub fn metadata_list(field: &str, pairs: &[(String, String)]) -> Result<(), Stri
     Ok(())
 }
 
-/// A list of ids of at most `max`, each named once: the list without repeats, in order.
+/// A list of ids of at most `max`, each named once and of at most [`MAX_ID_CHARS`]
+/// characters: the list without repeats, in order. A longer id is not repeated back.
+///
+/// [`MAX_ID_CHARS`]: crate::domain::limits::MAX_ID_CHARS
 pub fn id_list(field: &str, ids: &[String], max: usize) -> Result<Vec<String>, String> {
+    use crate::domain::limits::MAX_ID_CHARS;
     if ids.len() > max {
         return Err(format!(
             "{field} holds at most {max} ids, got {}",
             ids.len()
+        ));
+    }
+    if let Some(at) = ids.iter().position(|id| id.chars().count() > MAX_ID_CHARS) {
+        return Err(format!(
+            "{field}[{at}] is not an id: ids have at most {MAX_ID_CHARS} characters"
         ));
     }
     let mut seen = std::collections::HashSet::new();

@@ -12,7 +12,7 @@ use thiserror::Error;
 
 use super::permissions::{Permissions, Role};
 use super::{SignedIn, password, secret};
-use crate::domain::limits::MAX_SERVICES_PROVIDED;
+use crate::domain::limits::{MAX_METADATA_ENTRIES, MAX_SERVICES_PROVIDED};
 use crate::domain::{Denied, Record, Refusal};
 use crate::store::audit::{Actor, Author};
 use crate::store::tokens::{NewToken, TokenKind};
@@ -172,7 +172,8 @@ impl StaffInput {
             .map_err(invalid)?;
         let metadata = match &self.metadata {
             Some(pairs) => {
-                text::metadata_list(&field("metadata"), pairs).map_err(invalid)?;
+                text::metadata_list(&field("metadata"), pairs, MAX_METADATA_ENTRIES)
+                    .map_err(invalid)?;
                 Some(pairs.clone())
             }
             None => None,

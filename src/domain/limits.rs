@@ -42,6 +42,12 @@ pub const MAX_SESSIONS_LISTED: usize = 200;
 /// Most metadata entries a booking holds; a key has at most [`MAX_METADATA_KEY_CHARS`]
 /// characters, a value at most [`MAX_METADATA_VALUE_CHARS`].
 pub const MAX_METADATA_ENTRIES: usize = 50;
+/// Most metadata entries a product holds: fewer than a booking, as a client reads the
+/// practice's products (up to [`MAX_APPOINTMENT_TYPES`]) with theirs in one query.
+pub const MAX_METADATA_PER_PRODUCT: usize = 20;
+/// The longest id a list of ids may name: the server's ids are 36 characters; an id longer
+/// than this names nothing, and is refused without being repeated back.
+pub const MAX_ID_CHARS: usize = 64;
 pub const MAX_METADATA_KEY_CHARS: usize = 40;
 pub const MAX_METADATA_VALUE_CHARS: usize = 500;
 

@@ -16,7 +16,7 @@ use super::pagination::Pagination;
 use super::staff::{MetadataEntryInput, pairs};
 use super::store;
 use crate::auth::OperationKind;
-use crate::domain::limits::MAX_LABELS_PER_PRODUCT;
+use crate::domain::limits::{MAX_LABELS_PER_PRODUCT, MAX_METADATA_PER_PRODUCT};
 use crate::store::products::{
     PRODUCT_STATUSES, PRODUCT_TYPES, Product as StoredProduct, ProductFilter, ProductPatch,
 };
@@ -60,7 +60,7 @@ pub struct ProductDataInput {
     pub labels: MaybeUndefined<Vec<ID>>,
     /// The tax on its price; null takes it off.
     pub tax: MaybeUndefined<TaxInput>,
-    /// Its metadata: exactly these entries (at most 50; keys of 1 to 40 characters, values of
+    /// Its metadata: exactly these entries (at most 20; keys of 1 to 40 characters, values of
     /// at most 500).
     pub metadata: MaybeUndefined<Vec<MetadataEntryInput>>,
 }
@@ -149,7 +149,8 @@ impl ProductDataInput {
         let metadata = match patch(self.metadata) {
             Some(entries) => {
                 let entries = pairs(entries.unwrap_or_default());
-                text::metadata_list("productData.metadata", &entries).map_err(bad_input)?;
+                text::metadata_list("productData.metadata", &entries, MAX_METADATA_PER_PRODUCT)
+                    .map_err(bad_input)?;
                 Some(entries)
             }
             None => None,

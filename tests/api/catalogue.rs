@@ -241,7 +241,7 @@ async fn product_changes_are_refused_with_a_reason(#[case] engine: Engine) {
         assert_eq!(error_code(&body), "BAD_USER_INPUT", "{data}: {body}");
         assert!(error_message(&body).contains(says), "{data}: {body}");
     }
-    let too_many: Vec<Value> = (0..51)
+    let too_many: Vec<Value> = (0..21)
         .map(|i| json!({ "key": format!("k{i}"), "value": "v" }))
         .collect();
     let body = app
@@ -253,9 +253,24 @@ async fn product_changes_are_refused_with_a_reason(#[case] engine: Engine) {
         .await;
     assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
     assert!(
-        error_message(&body).contains("at most 50 entries"),
+        error_message(&body).contains("at most 20 entries"),
         "{body}"
     );
+    // An id of half a megabyte is refused, and not repeated back.
+    let huge = "x".repeat(500_000);
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            "mutation($id: ID!, $d: ProductDataInput!) { updateProduct(id: $id, productData: $d) { error } }",
+            json!({ "id": id, "d": { "labels": ["a", huge] } }),
+        )
+        .await;
+    assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+    assert!(
+        error_message(&body).contains("productData.labels[1] is not an id"),
+        "{body}"
+    );
+    assert!(body.to_string().len() < 2_000, "the id came back");
 
     // Reading needs bookings:read; writing needs settings.
     let reader = app.token(&["bookings:read"]).await;
@@ -426,9 +441,10 @@ async fn the_practice_lists_its_settings_as_clients_read_them(#[case] engine: En
         "A number definition named \"NHS number\" already exists"
     );
 
-    // The document a patient portal sends, with a token that reads only patients: the
-    // practice's settings are any token's.
-    let portal = app.token(&["query:patient"]).await;
+    // The document a patient portal sends, with a token that reads patients and bookings:
+    // the practice's settings are any token's, its products (their cost, their comments)
+    // those of who may read bookings.
+    let portal = app.token(&["query:patient", "bookings:read"]).await;
     let body = app
         .gql(
             Some(&portal),
@@ -437,6 +453,44 @@ async fn the_practice_lists_its_settings_as_clients_read_them(#[case] engine: En
         )
         .await;
     assert!(body.get("errors").is_none(), "{body}");
+    // The practice's appointment types with their metadata fit one query's cost.
+    let with_metadata = app
+        .gql(
+            Some(&portal),
+            "{ practice { appointmentTypes { id name duration metadata { key value } } } }",
+            json!({}),
+        )
+        .await;
+    assert!(with_metadata.get("errors").is_none(), "{with_metadata}");
+    // A token that reads patients alone gets the settings, and no product.
+    let patients_only = app.token(&["query:patient", "patients:read"]).await;
+    let refused = app
+        .gql(
+            Some(&patients_only),
+            "{ practice { name appointmentTypes { id cost comments } locations { name servicesProvided { id } } } }",
+            json!({}),
+        )
+        .await;
+    assert!(refused["data"]["practice"]["name"].is_string(), "{refused}");
+    assert_eq!(refused["data"]["practice"]["appointmentTypes"], Value::Null);
+    for location in refused["data"]["practice"]["locations"]
+        .as_array()
+        .expect("locations")
+    {
+        assert_eq!(location["servicesProvided"], Value::Null, "{refused}");
+    }
+    let errors = refused["errors"].as_array().expect("errors");
+    assert!(!errors.is_empty(), "{refused}");
+    for error in errors {
+        assert_eq!(error["extensions"]["code"], "FORBIDDEN", "{refused}");
+        let message = error["message"].as_str().unwrap_or("");
+        assert!(message.contains("bookings:read"), "{refused}");
+    }
+    assert!(
+        !refused.to_string().contains("Consultation"),
+        "no product leaks: {refused}"
+    );
+
     let practice = &body["data"]["practice"];
     assert_eq!(practice["id"], app.practice_id.as_str());
     assert_eq!(practice["timezone"], "UTC");
@@ -583,6 +637,24 @@ async fn practitioners_provide_appointment_types(#[case] engine: Engine) {
         .cloned()
         .expect("the doctor is listed");
     assert_eq!(grace["servicesProvided"], json!([{ "id": consultation }]));
+    // Nor through a user, to a token that may read users but not bookings.
+    let users_only = app.token(&["users:read"]).await;
+    let refused = app
+        .gql(
+            Some(&users_only),
+            "{ users { data { id servicesProvided { id cost } } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(error_code(&refused), "FORBIDDEN", "{refused}");
+    assert!(
+        refused["data"]["users"]["data"]
+            .as_array()
+            .expect("users")
+            .iter()
+            .all(|u| u["servicesProvided"].is_null() && u["id"].is_string()),
+        "{refused}"
+    );
     assert_eq!(
         update(Value::Null).await["data"]["servicesProvided"],
         json!([])

@@ -5,7 +5,8 @@ use async_graphql::{Context, ID, Object, Result};
 
 use super::page::items;
 use super::product::{PracticeAccessGroups, PracticeLocation, PracticeNumbers, Product};
-use crate::graphql::access::principal;
+use crate::auth::{Access, Resource};
+use crate::graphql::access::{principal, require};
 use crate::graphql::error::{OrFail, internal};
 use crate::graphql::store;
 
@@ -19,7 +20,8 @@ impl From<crate::store::practices::Practice> for Practice {
 }
 
 /// The caller's practice. Any valid token may read it, its settings included: they are what
-/// a client needs to read patients and bookings (the names of numbers, groups and places).
+/// a client needs to read patients and bookings (the names of numbers, groups and places);
+/// its products (`appointmentTypes`, a location's `servicesProvided`) need `bookings:read`.
 #[Object]
 impl Practice {
     /// The practice's id.
@@ -43,8 +45,10 @@ impl Practice {
         Ok(items(found, PracticeLocation))
     }
     /// The practice's appointment types, active or not, by name (at most 200): the products
-    /// of type "appointment".
+    /// of type "appointment". Needs `bookings:read`, as `products` does: a product carries
+    /// its cost and comments.
     async fn appointment_types(&self, ctx: &Context<'_>) -> Result<Option<Vec<Option<Product>>>> {
+        require(ctx, Resource::Bookings, Access::Read)?;
         let found = self
             .settings(ctx)?
             .list_all_appointment_types()

@@ -7,6 +7,8 @@ use async_graphql::{Context, ID, Object, Result, SimpleObject};
 use super::booking::MetadataEntry;
 use super::location::Address;
 use super::page::{PageInfo, items};
+use crate::auth::{Access, Resource};
+use crate::graphql::access::require;
 use crate::graphql::loaders::{self, load_many};
 use crate::graphql::scalars::DateTime;
 use crate::store;
@@ -97,7 +99,7 @@ impl Product {
             tax_code: p.tax_code.clone(),
         })
     }
-    /// Its metadata entries, in the order they were set (at most 50).
+    /// Its metadata entries, in the order they were set (at most 20).
     async fn metadata(&self) -> Option<Vec<Option<MetadataEntry>>> {
         items(self.0.metadata(), |(key, value)| MetadataEntry {
             key,
@@ -179,8 +181,9 @@ impl PracticeLocation {
         })
     }
     /// The appointment types offered here (at most 30), as set with createLocation or
-    /// updateLocation.
+    /// updateLocation. Needs `bookings:read`, as `products` does.
     async fn services_provided(&self, ctx: &Context<'_>) -> Result<Option<Vec<Option<Product>>>> {
+        require(ctx, Resource::Bookings, Access::Read)?;
         let found = load_many::<loaders::Products>(ctx, self.0.service_ids()).await?;
         Ok(items(found, Product))
     }

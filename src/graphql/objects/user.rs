@@ -6,7 +6,9 @@ use super::booking::MetadataEntry;
 use super::envelope::refusal;
 use super::page::PageInfo;
 use super::{Booking, BookingData, Product, User};
+use crate::auth::{Access, Resource};
 use crate::domain::{Change, Denied};
+use crate::graphql::access::require;
 use crate::graphql::pagination::Pagination;
 use crate::graphql::scalars::{Date, DateTime};
 use crate::store;
@@ -80,8 +82,9 @@ impl User {
         self.0.profile.pronouns.as_deref()
     }
     /// The appointment types the user provides (at most 30), as set with createUser or
-    /// updateUser.
+    /// updateUser. Needs `bookings:read`, as `products` does.
     async fn services_provided(&self, ctx: &Context<'_>) -> Result<Option<Vec<Option<Product>>>> {
+        require(ctx, Resource::Bookings, Access::Read)?;
         let found = crate::graphql::loaders::load_many::<crate::graphql::loaders::Products>(
             ctx,
             self.0.service_ids(),

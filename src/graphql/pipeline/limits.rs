@@ -19,9 +19,10 @@ use async_graphql::{Name, Positioned, Value as ConstValue, Variables};
 use crate::domain::limits::{
     MAX_ACCESS_GROUPS, MAX_ACCESS_GROUPS_PER_PATIENT, MAX_API_TOKENS, MAX_APPOINTMENT_TYPES,
     MAX_ATTRIBUTES_PER_PATIENT, MAX_LABELS_PER_PATIENT, MAX_LABELS_PER_PRODUCT, MAX_LOCATIONS,
-    MAX_METADATA_ENTRIES, MAX_NUMBER_DEFINITIONS, MAX_NUMBERS_PER_PATIENT, MAX_PATIENT_BOOKINGS,
-    MAX_PHONES_PER_PATIENT, MAX_RELATIONSHIPS_PER_PATIENT, MAX_SEARCH_MATCHES,
-    MAX_SERVICES_PROVIDED, MAX_SESSIONS_LISTED, MIN_INDEXED_SEARCH_CHARS,
+    MAX_METADATA_ENTRIES, MAX_METADATA_PER_PRODUCT, MAX_NUMBER_DEFINITIONS,
+    MAX_NUMBERS_PER_PATIENT, MAX_PATIENT_BOOKINGS, MAX_PHONES_PER_PATIENT,
+    MAX_RELATIONSHIPS_PER_PATIENT, MAX_SEARCH_MATCHES, MAX_SERVICES_PROVIDED, MAX_SESSIONS_LISTED,
+    MIN_INDEXED_SEARCH_CHARS,
 };
 use crate::graphql::events::DEFAULT_FEED_LIMIT;
 use crate::graphql::pagination::DEFAULT_PAGE_SIZE;
@@ -177,7 +178,11 @@ const WEIGHTS: &[(&str, &str, Weight)] = &[
     ("Query", "products", Weight::Paged),
     ("ProductData", "data", Weight::AtMost(1)),
     ("Product", "labels", Weight::AtMost(MAX_LABELS_PER_PRODUCT)),
-    ("Product", "metadata", Weight::AtMost(MAX_METADATA_ENTRIES)),
+    (
+        "Product",
+        "metadata",
+        Weight::AtMost(MAX_METADATA_PER_PRODUCT),
+    ),
     ("Practice", "locations", Weight::AtMost(MAX_LOCATIONS)),
     (
         "Practice",
