@@ -13,17 +13,18 @@ use crate::auth::OperationKind;
 use crate::domain::limits::MAX_SERVICES_PROVIDED;
 use crate::store::locations::{Location as StoredLocation, LocationPatch};
 
-/// A postal address.
+/// A postal address. In updateLocation, a line left out is kept and a line given as null
+/// is cleared.
 #[derive(InputObject, Default)]
 pub struct AddressInput {
     /// Street and number.
-    pub address: Option<String>,
+    pub address: MaybeUndefined<String>,
     /// Town or city.
-    pub city: Option<String>,
+    pub city: MaybeUndefined<String>,
     /// Postal code.
-    pub postcode: Option<String>,
+    pub postcode: MaybeUndefined<String>,
     /// Country.
-    pub country: Option<String>,
+    pub country: MaybeUndefined<String>,
 }
 
 #[derive(Default)]
@@ -94,10 +95,10 @@ impl LocationMutations {
         let name = required_text("name", name, MAX_LINE_CHARS)?;
         let a = address.unwrap_or_default();
         let mut new = StoredLocation::named(&name);
-        new.address = address_line("address", a.address)?;
-        new.city = address_line("city", a.city)?;
-        new.postcode = address_line("postcode", a.postcode)?;
-        new.country = address_line("country", a.country)?;
+        new.address = address_line("address", a.address.take())?;
+        new.city = address_line("city", a.city.take())?;
+        new.postcode = address_line("postcode", a.postcode.take())?;
+        new.country = address_line("country", a.country.take())?;
         new.group_name = optional_text("groupName", group_name, MAX_LINE_CHARS)?;
         let ids = services("servicesProvided", services_provided.unwrap_or_default())?;
         new.services_provided = serde_json::Value::from(ids).to_string();
@@ -113,9 +114,11 @@ impl LocationMutations {
         #[graphql(desc = "The location's id.")] id: ID,
         #[graphql(desc = "The name, 1 to 200 characters, unique within the practice.")]
         name: Option<String>,
-        #[graphql(desc = "The postal address: the lines given change.")] address: Option<
-            AddressInput,
-        >,
+        #[graphql(
+            desc = "The postal address: the lines given change, a line given as null \
+                          is cleared, the lines left out are kept."
+        )]
+        address: Option<AddressInput>,
         #[graphql(desc = "The site it belongs to; null makes it a site of its own.")]
         group_name: MaybeUndefined<String>,
         #[graphql(desc = "The appointment types offered there become exactly these.")]
@@ -129,9 +132,15 @@ impl LocationMutations {
             ..Default::default()
         };
         if let Some(a) = address {
-            let given = |field: &str, v: Option<String>| -> Result<Option<Option<String>>> {
-                v.map(|v| address_line(field, Some(v))).transpose()
-            };
+            // Left out: kept; null: cleared; given: checked.
+            let given =
+                |field: &str, v: MaybeUndefined<String>| -> Result<Option<Option<String>>> {
+                    match v {
+                        MaybeUndefined::Undefined => Ok(None),
+                        MaybeUndefined::Null => Ok(Some(None)),
+                        MaybeUndefined::Value(v) => address_line(field, Some(v)).map(Some),
+                    }
+                };
             patch.address = given("address", a.address)?;
             patch.city = given("city", a.city)?;
             patch.postcode = given("postcode", a.postcode)?;

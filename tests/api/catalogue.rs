@@ -557,6 +557,18 @@ async fn the_practice_lists_its_settings_as_clients_read_them(#[case] engine: En
         moved["data"],
         json!({ "name": "Room 2", "groupName": "Room 2", "servicesProvided": [], "address": { "city": "York", "postcode": "YO1 7HH" } })
     );
+    // A line given as null is cleared; the lines left out are kept.
+    let cleared = change(
+        &app,
+        "mutation($id: ID!) { updateLocation(id: $id, address: { city: null, country: \"UK\" }) { data { address { city postcode country } } error } }",
+        json!({ "id": room2 }),
+    )
+    .await;
+    assert_eq!(
+        cleared["data"]["address"],
+        json!({ "city": null, "postcode": "YO1 7HH", "country": "UK" }),
+        "{cleared}"
+    );
     let clash = change(
         &app,
         "mutation($id: ID!) { updateLocation(id: $id, name: \"Annex\") { error } }",
