@@ -288,7 +288,8 @@ impl Store {
         migrator.run(&self.write).await.map_err(|e| match e {
             sqlx::migrate::MigrateError::Execute(err) => StoreError::from(err),
             other => StoreError::Config(format!("migration failed: {other}")),
-        })
+        })?;
+        self.fill_product_search().await
     }
 
     /// The store seen from one practice: every query it runs is scoped to `practice_id`.

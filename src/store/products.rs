@@ -238,8 +238,7 @@ impl PracticeStore<'_> {
             "%{}%",
             super::like_escape(&filter.search.as_deref().unwrap_or("").to_lowercase())
         );
-        let search = "AND (LOWER(name) LIKE $4 ESCAPE '\\' \
-                      OR LOWER(COALESCE(item_code, '')) LIKE $4 ESCAPE '\\')";
+        let search = "AND search_text LIKE $4 ESCAPE '\\'";
         let sql = format!(
             "SELECT {PRODUCT_COLUMNS} FROM products WHERE practice_id = $1 {status} {search} \
              ORDER BY name, id LIMIT $2 OFFSET $3"
@@ -292,8 +291,9 @@ impl PracticeStore<'_> {
             return Ok(Err(Refusal::NotFound(Record::Label, unknown).into()));
         }
         let sql = format!(
-            "INSERT INTO products (practice_id, {PRODUCT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, \
-             $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)"
+            "INSERT INTO products (practice_id, {PRODUCT_COLUMNS}, search_text) VALUES ($1, $2, \
+             $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, \
+             $21, $22, $23)"
         );
         let result = bind_product(
             sqlx::query(sqlx::AssertSqlSafe(sql)),
@@ -349,8 +349,8 @@ impl PracticeStore<'_> {
         }
         product.updated_at = now_ms();
         let sql = format!(
-            "UPDATE products SET ({PRODUCT_COLUMNS}) = ($2, $3, $4, $5, $6, $7, $8, $9, $10, \
-             $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22) \
+            "UPDATE products SET ({PRODUCT_COLUMNS}, search_text) = ($2, $3, $4, $5, $6, $7, \
+             $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23) \
              WHERE practice_id = $1 AND id = $2"
         );
         let result = bind_product(
@@ -391,8 +391,8 @@ impl PracticeStore<'_> {
     }
 }
 
-/// Binds the practice as `$1` and the product's columns, in [`PRODUCT_COLUMNS`]' order, as
-/// `$2` to `$22`.
+/// Binds the practice as `$1`, the product's columns, in [`PRODUCT_COLUMNS`]' order, as
+/// `$2` to `$22`, and its [`search_text`] as `$23`.
 fn bind_product<'q>(
     query: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments>,
     practice_id: &'q str,
@@ -421,6 +421,41 @@ fn bind_product<'q>(
         .bind(&p.metadata)
         .bind(p.created_at)
         .bind(p.updated_at)
+        .bind(search_text(&p.name, p.item_code.as_deref()))
+}
+
+/// What a product search looks in: the name and the item code, lower-cased as the search
+/// text is (Unicode's rules), one line each.
+fn search_text(name: &str, item_code: Option<&str>) -> String {
+    format!(
+        "{}\n{}",
+        name.to_lowercase(),
+        item_code.unwrap_or("").to_lowercase()
+    )
+}
+
+impl super::Store {
+    /// Fills the search text of the products made before it existed (migration 0022): once,
+    /// as the server starts; nothing to do after.
+    pub(super) async fn fill_product_search(&self) -> StoreResult<()> {
+        let rows: Vec<(String, String, String, Option<String>)> = sqlx::query_as(
+            "SELECT practice_id, id, name, item_code FROM products WHERE search_text IS NULL",
+        )
+        .fetch_all(&self.write)
+        .await?;
+        for (practice_id, id, name, item_code) in rows {
+            sqlx::query(
+                "UPDATE products SET search_text = $3 WHERE practice_id = $1 AND id = $2 \
+                 AND search_text IS NULL",
+            )
+            .bind(practice_id)
+            .bind(id)
+            .bind(search_text(&name, item_code.as_deref()))
+            .execute(&self.write)
+            .await?;
+        }
+        Ok(())
+    }
 }
 
 impl PracticeStore<'_> {
