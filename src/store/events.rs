@@ -372,41 +372,35 @@ impl Store {
         Ok(last.map_or(Position::default(), |(tx, id)| Position { tx, id }))
     }
 
-    /// Deletes up to `batch` events that occurred before `before`, in every practice, and
-    /// raises each practice's floor past them; returns how many it deleted.
+    /// Deletes up to `batch` events that occurred before `before`, in every practice, the
+    /// oldest first, and raises each practice's floor past them; returns how many it deleted.
+    /// The events are found by the index of their time, so a batch reads what it deletes
+    /// rather than the whole log (which it did when it went in the order of positions, and
+    /// found nothing old).
     pub async fn forget_events(&self, before: i64, batch: u32) -> StoreResult<u64> {
         let mut tx = self.begin_write().await?;
-        let old: Vec<(String, i64, i64)> = sqlx::query_as(
-            "SELECT practice_id, tx_id, id FROM events WHERE occurred_at < $1 \
-             ORDER BY tx_id, id LIMIT $2",
+        let deleted: Vec<(String, i64, i64)> = sqlx::query_as(
+            "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE occurred_at < $1 \
+             ORDER BY occurred_at, id LIMIT $2) RETURNING practice_id, tx_id, id",
         )
         .bind(before)
         .bind(i64::from(batch))
         .fetch_all(&mut *tx)
         .await?;
-        let Some(&(_, last_tx, last_id)) = old.last() else {
-            return Ok(0);
-        };
-        // Each practice's floor is its own last event deleted: a cursor at or after it has
-        // missed nothing. (`old` is in order, so the last of each practice's is its highest.)
+        // Each practice's floor is the highest position of its events deleted: a cursor at
+        // or after it has missed nothing. Events go by time, not by position, so a floor
+        // only ever rises.
         let mut floors: std::collections::BTreeMap<&str, (i64, i64)> = Default::default();
-        for (practice, tx_id, id) in &old {
-            floors.insert(practice.as_str(), (*tx_id, *id));
+        for (practice, tx_id, id) in &deleted {
+            let floor = floors.entry(practice.as_str()).or_insert((*tx_id, *id));
+            *floor = (*floor).max((*tx_id, *id));
         }
-        let deleted = sqlx::query(
-            "DELETE FROM events WHERE occurred_at < $1 \
-             AND (tx_id < $2 OR (tx_id = $2 AND id <= $3))",
-        )
-        .bind(before)
-        .bind(last_tx)
-        .bind(last_id)
-        .execute(&mut *tx)
-        .await?;
         for (practice, (floor_tx, floor_id)) in floors {
             sqlx::query(
                 "INSERT INTO event_floors (practice_id, tx_id, id) VALUES ($1, $2, $3) \
                  ON CONFLICT (practice_id) DO UPDATE SET tx_id = excluded.tx_id, \
-                 id = excluded.id",
+                 id = excluded.id WHERE excluded.tx_id > event_floors.tx_id \
+                 OR (excluded.tx_id = event_floors.tx_id AND excluded.id > event_floors.id)",
             )
             .bind(practice)
             .bind(floor_tx)
@@ -415,7 +409,7 @@ impl Store {
             .await?;
         }
         tx.commit().await?;
-        Ok(deleted.rows_affected())
+        Ok(deleted.len() as u64)
     }
 }
 

@@ -1994,3 +1994,61 @@ async fn events_past_the_retention_are_deleted_and_their_cursors_expire(#[case] 
         .await;
     assert_eq!(error_code(&body), "", "{body}");
 }
+
+/// The sweep deletes old events a batch at a time, the oldest first, and leaves the rest:
+/// after each batch the feed starts after the last event it deleted, and a cursor before that
+/// one has expired. With nothing old it deletes nothing and sets no floor.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn the_sweep_deletes_old_events_oldest_first_a_batch_at_a_time(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    for name in ["One", "Two", "Three"] {
+        app.patient("Old", name).await;
+    }
+    let old = settled(&app, &app.admin_token, None, 3).await;
+    let expired = |after: String| {
+        let app = &app;
+        async move {
+            let body = app
+                .gql(
+                    Some(&app.admin_token),
+                    &feed_query(),
+                    json!({ "after": after }),
+                )
+                .await;
+            error_code(&body) == "CURSOR_EXPIRED"
+        }
+    };
+
+    // Nothing is older than a day ago: nothing goes, and every cursor still reads.
+    let day_ago = chrono::Utc::now().timestamp_millis() - 24 * 3600 * 1000;
+    assert_eq!(
+        app.store.forget_events(day_ago, 1000).await.expect("sweep"),
+        0
+    );
+    assert!(!expired(id_of(&old[0])).await);
+
+    // Everything so far is older than a moment from now: one event a batch, in order.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let now = chrono::Utc::now().timestamp_millis();
+    for (n, gone) in old.iter().enumerate().take(2) {
+        assert_eq!(app.store.forget_events(now, 1).await.expect("sweep"), 1);
+        let (kept, _) = all_events(&app, &app.admin_token, None).await;
+        assert_eq!(ids(&kept), ids(&old[n + 1..]), "after batch {n}");
+        // The last event deleted is the floor: a cursor at it missed nothing, one before it
+        // did.
+        assert!(!expired(id_of(gone)).await, "batch {n}");
+        if n > 0 {
+            assert!(expired(id_of(&old[n - 1])).await, "batch {n}");
+        }
+    }
+    // The last batch is short: what is left is deleted, and the sweep is done.
+    assert_eq!(app.store.forget_events(now, 1000).await.expect("sweep"), 1);
+    assert_eq!(app.store.forget_events(now, 1000).await.expect("sweep"), 0);
+    let (kept, _) = all_events(&app, &app.admin_token, None).await;
+    assert!(kept.is_empty(), "{kept:?}");
+    assert!(expired(id_of(&old[1])).await);
+    assert!(!expired(id_of(&old[2])).await);
+}
