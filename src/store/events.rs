@@ -380,8 +380,9 @@ impl Store {
     pub async fn forget_events(&self, before: i64, batch: u32) -> StoreResult<u64> {
         let mut tx = self.begin_write().await?;
         let deleted: Vec<(String, i64, i64)> = sqlx::query_as(
-            "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE occurred_at < $1 \
-             ORDER BY occurred_at, id LIMIT $2) RETURNING practice_id, tx_id, id",
+            "DELETE FROM events WHERE (practice_id, id) IN (SELECT practice_id, id FROM events \
+             WHERE occurred_at < $1 ORDER BY occurred_at, id LIMIT $2) \
+             RETURNING practice_id, tx_id, id",
         )
         .bind(before)
         .bind(i64::from(batch))
