@@ -23,8 +23,8 @@ const QUEUE: usize = 4096;
 /// [`INDEX_QUICK`] and halves when one takes more than [`INDEX_SLOW`]: SQLite's one writer
 /// waits for it, and with it every response whose reads are being recorded.
 const INDEX_BATCH: (i64, i64, i64) = (100, 10, 500);
-const INDEX_QUICK: Duration = Duration::from_millis(4);
-const INDEX_SLOW: Duration = Duration::from_millis(12);
+const INDEX_QUICK: Duration = Duration::from_millis(2);
+const INDEX_SLOW: Duration = Duration::from_millis(6);
 
 /// How often the index of who read each patient is brought up to date: the reads of the
 /// last second are found by a look at each of them instead.
