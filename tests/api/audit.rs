@@ -544,7 +544,8 @@ async fn a_read_is_on_the_patients_trail_before_and_after_it_is_indexed(#[case] 
     assert_eq!(before.1, ["patients alan"]);
     assert_eq!(trail("nobody").await, Vec::<String>::new());
 
-    // Indexed one request at a time: the two reads that reached a patient, then nothing.
+    // Indexed one request at a time: the three requests' reads (the last reached no patient,
+    // and adds nothing), then nothing.
     let mut moved = Vec::new();
     loop {
         let n = store.index_reads(1).await.expect("index");
@@ -556,7 +557,7 @@ async fn a_read_is_on_the_patients_trail_before_and_after_it_is_indexed(#[case] 
         assert_eq!((trail("ada").await, trail("alan").await), before);
     }
     let expected: &[u64] = match engine {
-        Engine::Sqlite => &[1, 1],
+        Engine::Sqlite => &[1, 1, 1],
         Engine::Postgres => &[],
     };
     assert_eq!(moved, expected);
@@ -586,10 +587,13 @@ async fn an_sqlite_server_indexes_its_reads_behind_them() {
         .expect("connect");
     let mut pending: i64 = -1;
     for _ in 0..100 {
-        pending = sqlx::query_scalar("SELECT count(*) FROM audit_reads_unindexed")
-            .fetch_one(&mut conn)
-            .await
-            .expect("count");
+        pending = sqlx::query_scalar(
+            "SELECT count(*) FROM audit_reads WHERE rowid > \
+             (SELECT through FROM audit_reads_indexed)",
+        )
+        .fetch_one(&mut conn)
+        .await
+        .expect("count");
         if pending == 0 {
             break;
         }
@@ -608,4 +612,101 @@ async fn an_sqlite_server_indexes_its_reads_behind_them() {
         summary(&events(&app, json!({ "p": patient })).await),
         before
     );
+}
+
+/// An SQLite file whose reads were waiting for the index in the table of the release before
+/// (migration 0021's `audit_reads_unindexed`) is upgraded with them indexed: the patient's
+/// trail still lists every read, and nothing is left for the index to take.
+#[tokio::test]
+async fn reads_waiting_for_the_index_survive_the_upgrade() {
+    use practice_api::store::audit::AuditFilter;
+    use practice_api::store::{PageRequest, PoolSettings, Store};
+
+    let Some(db) = crate::helpers::TestDatabase::new(Engine::Sqlite).await else {
+        return;
+    };
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(&format!("{}?mode=rwc", db.url))
+        .await
+        .expect("open");
+    let mut old = sqlx::migrate::Migrator::new(std::path::Path::new(&format!(
+        "{}/migrations/sqlite",
+        env!("CARGO_MANIFEST_DIR")
+    )))
+    .await
+    .expect("migrations");
+    let before: Vec<_> = old
+        .migrations
+        .iter()
+        .filter(|m| m.version <= 23)
+        .cloned()
+        .collect();
+    old.migrations = std::borrow::Cow::Owned(before);
+    old.run(&pool).await.expect("migrate to 0023");
+    let read = |id: &str, patient: &str| {
+        format!(
+            "INSERT INTO audit_reads (practice_id, id, at, actor_type, actor_id, actor_name, \
+             reads) VALUES ('p1', '{id}', 1, 'token', 't1', 'reader', \
+             '[[\"patient\",\"patient\",\"{patient}\",\"{patient}\"]]')"
+        )
+    };
+    for statement in [
+        "INSERT INTO practices (id, name, is_default, created_at) VALUES ('p1', 'Clinic', 1, 0)"
+            .to_string(),
+        // Indexed already.
+        read("r1", "ada"),
+        "INSERT INTO audit_read_patients (practice_id, patient_id, read_id) \
+         VALUES ('p1', 'ada', 'r1')"
+            .to_string(),
+        // Waiting for the index.
+        read("r2", "ada"),
+        read("r3", "alan"),
+        "INSERT INTO audit_reads_unindexed (practice_id, read_id) VALUES ('p1', 'r2'), ('p1', 'r3')"
+            .to_string(),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(statement))
+            .execute(&pool)
+            .await
+            .expect("old rows");
+    }
+    pool.close().await;
+
+    let store = Store::open(&db.url, &PoolSettings::default())
+        .await
+        .expect("upgrade");
+    let trail = |patient: &'static str| {
+        let store = &store;
+        async move {
+            let filter = AuditFilter {
+                patient_id: Some(patient.into()),
+                ..AuditFilter::default()
+            };
+            let page = PageRequest {
+                page: 1,
+                page_size: 100,
+            };
+            store
+                .practice("p1")
+                .list_audit_events(&filter, page)
+                .await
+                .expect("events")
+                .items
+                .iter()
+                .map(|e| e.resource_id.clone().unwrap_or_default())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(store.index_reads(100).await.expect("index"), 0);
+    let indexed: Vec<(String, String)> =
+        sqlx::query_as("SELECT patient_id, read_id FROM audit_read_patients ORDER BY 1, 2")
+            .fetch_all(&sqlx::AnyPool::connect(&db.url).await.expect("open"))
+            .await
+            .expect("index");
+    assert_eq!(
+        indexed,
+        [("ada", "r1"), ("ada", "r2"), ("alan", "r3")].map(|(p, r)| (p.to_string(), r.to_string()))
+    );
+    assert_eq!(trail("ada").await, ["ada", "ada"]);
+    assert_eq!(trail("alan").await, ["alan"]);
+    store.close().await;
 }
