@@ -463,8 +463,8 @@ async fn nothing_happens_that_the_log_cannot_record(#[case] engine: Engine) {
 #[tokio::test]
 async fn a_read_is_on_the_patients_trail_before_and_after_it_is_indexed(#[case] engine: Engine) {
     use practice_api::admin;
-    use practice_api::store::audit::{Actor, ActorKind, AuditFilter, Read, Reads};
-    use practice_api::store::{PageRequest, PoolSettings, Store};
+    use practice_api::store::audit::{Actor, ActorKind, Read, Reads};
+    use practice_api::store::{PoolSettings, Store};
 
     let Some(db) = crate::helpers::TestDatabase::new(engine).await else {
         return;
@@ -512,33 +512,7 @@ async fn a_read_is_on_the_patients_trail_before_and_after_it_is_indexed(#[case] 
     ];
     store.record_reads(&batch).await.expect("record");
 
-    let trail = |patient: &'static str| {
-        let (store, practice) = (&store, &practice);
-        async move {
-            let filter = AuditFilter {
-                patient_id: Some(patient.into()),
-                ..AuditFilter::default()
-            };
-            let page = PageRequest {
-                page: 1,
-                page_size: 100,
-            };
-            let events = store
-                .practice(practice)
-                .list_audit_events(&filter, page)
-                .await
-                .expect("events");
-            events
-                .items
-                .iter()
-                .map(|e| {
-                    let operation = e.operation.clone().unwrap_or_default();
-                    let resource = e.resource_id.clone().unwrap_or_default();
-                    format!("{operation} {resource}")
-                })
-                .collect::<Vec<_>>()
-        }
-    };
+    let trail = |patient: &'static str| trail_at_the_store(&store, &practice, patient);
     let before = (trail("ada").await, trail("alan").await);
     assert_eq!(before.0, ["patient ada", "patients ada"]);
     assert_eq!(before.1, ["patients alan"]);
@@ -619,8 +593,7 @@ async fn an_sqlite_server_indexes_its_reads_behind_them() {
 /// trail still lists every read, and nothing is left for the index to take.
 #[tokio::test]
 async fn reads_waiting_for_the_index_survive_the_upgrade() {
-    use practice_api::store::audit::AuditFilter;
-    use practice_api::store::{PageRequest, PoolSettings, Store};
+    use practice_api::store::{PoolSettings, Store};
 
     let Some(db) = crate::helpers::TestDatabase::new(Engine::Sqlite).await else {
         return;
@@ -629,20 +602,7 @@ async fn reads_waiting_for_the_index_survive_the_upgrade() {
     let pool = sqlx::AnyPool::connect(&format!("{}?mode=rwc", db.url))
         .await
         .expect("open");
-    let mut old = sqlx::migrate::Migrator::new(std::path::Path::new(&format!(
-        "{}/migrations/sqlite",
-        env!("CARGO_MANIFEST_DIR")
-    )))
-    .await
-    .expect("migrations");
-    let before: Vec<_> = old
-        .migrations
-        .iter()
-        .filter(|m| m.version <= 23)
-        .cloned()
-        .collect();
-    old.migrations = std::borrow::Cow::Owned(before);
-    old.run(&pool).await.expect("migrate to 0023");
+    crate::helpers::migrate_to(&pool, Engine::Sqlite, 23).await;
     let read = |id: &str, patient: &str| {
         format!(
             "INSERT INTO audit_reads (practice_id, id, at, actor_type, actor_id, actor_name, \
@@ -674,28 +634,7 @@ async fn reads_waiting_for_the_index_survive_the_upgrade() {
     let store = Store::open(&db.url, &PoolSettings::default())
         .await
         .expect("upgrade");
-    let trail = |patient: &'static str| {
-        let store = &store;
-        async move {
-            let filter = AuditFilter {
-                patient_id: Some(patient.into()),
-                ..AuditFilter::default()
-            };
-            let page = PageRequest {
-                page: 1,
-                page_size: 100,
-            };
-            store
-                .practice("p1")
-                .list_audit_events(&filter, page)
-                .await
-                .expect("events")
-                .items
-                .iter()
-                .map(|e| e.resource_id.clone().unwrap_or_default())
-                .collect::<Vec<_>>()
-        }
-    };
+    let trail = |patient: &'static str| trail_at_the_store(&store, "p1", patient);
     assert_eq!(store.index_reads(100).await.expect("index"), 0);
     let indexed: Vec<(String, String)> =
         sqlx::query_as("SELECT patient_id, read_id FROM audit_read_patients ORDER BY 1, 2")
@@ -706,7 +645,39 @@ async fn reads_waiting_for_the_index_survive_the_upgrade() {
         indexed,
         [("ada", "r1"), ("ada", "r2"), ("alan", "r3")].map(|(p, r)| (p.to_string(), r.to_string()))
     );
-    assert_eq!(trail("ada").await, ["ada", "ada"]);
-    assert_eq!(trail("alan").await, ["alan"]);
+    assert_eq!(trail("ada").await, ["patient ada", "patient ada"]);
+    assert_eq!(trail("alan").await, ["patient alan"]);
     store.close().await;
+}
+
+/// The trail of `patient` as the store lists it to the practice: "operation resource" each,
+/// newest first.
+async fn trail_at_the_store(
+    store: &practice_api::store::Store,
+    practice: &str,
+    patient: &str,
+) -> Vec<String> {
+    use practice_api::store::PageRequest;
+    use practice_api::store::audit::AuditFilter;
+    let filter = AuditFilter {
+        patient_id: Some(patient.into()),
+        ..AuditFilter::default()
+    };
+    let page = PageRequest {
+        page: 1,
+        page_size: 100,
+    };
+    store
+        .practice(practice)
+        .list_audit_events(&filter, page)
+        .await
+        .expect("events")
+        .items
+        .iter()
+        .map(|e| {
+            let operation = e.operation.clone().unwrap_or_default();
+            let resource = e.resource_id.clone().unwrap_or_default();
+            format!("{operation} {resource}")
+        })
+        .collect()
 }

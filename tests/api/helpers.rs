@@ -517,3 +517,28 @@ pub fn node_clients() -> Option<std::path::PathBuf> {
     eprintln!("skipping: {why}");
     None
 }
+
+/// Applies the migrations of `engine` up to `version` to the database of `pool`: a database
+/// as an earlier release left it, for a test of the upgrade.
+pub async fn migrate_to(pool: &sqlx::AnyPool, engine: Engine, version: i64) {
+    let folder = match engine {
+        Engine::Sqlite => "sqlite",
+        Engine::Postgres => "postgres",
+    };
+    let mut old = sqlx::migrate::Migrator::new(std::path::Path::new(&format!(
+        "{}/migrations/{folder}",
+        env!("CARGO_MANIFEST_DIR")
+    )))
+    .await
+    .expect("migrations");
+    let before: Vec<_> = old
+        .migrations
+        .iter()
+        .filter(|m| m.version <= version)
+        .cloned()
+        .collect();
+    old.migrations = std::borrow::Cow::Owned(before);
+    old.run(pool)
+        .await
+        .unwrap_or_else(|e| panic!("migrate to {version}: {e}"));
+}

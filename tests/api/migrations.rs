@@ -340,24 +340,7 @@ async fn the_previous_release_upgrades_in_place_with_every_record(#[case] engine
         Engine::Postgres => db.url.clone(),
     };
     let pool = sqlx::AnyPool::connect(&url).await.expect("open");
-    let folder = match engine {
-        Engine::Sqlite => "sqlite",
-        Engine::Postgres => "postgres",
-    };
-    let mut old = sqlx::migrate::Migrator::new(std::path::Path::new(&format!(
-        "{}/migrations/{folder}",
-        env!("CARGO_MANIFEST_DIR")
-    )))
-    .await
-    .expect("migrations");
-    let before: Vec<_> = old
-        .migrations
-        .iter()
-        .filter(|m| m.version <= 13)
-        .cloned()
-        .collect();
-    old.migrations = std::borrow::Cow::Owned(before);
-    old.run(&pool).await.expect("migrate to 0013");
+    crate::helpers::migrate_to(&pool, engine, 13).await;
 
     let api = secret::new_secret("p1");
     let session = secret::new_secret("p1");
