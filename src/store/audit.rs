@@ -297,46 +297,41 @@ impl<'a> PracticeStore<'a> {
     /// The newest `reach` rows of `audit_reads` that `filter` lets through.
     async fn reads_in_log(&self, filter: &AuditFilter, reach: i64) -> StoreResult<Vec<ReadRow>> {
         let mut args = Args::default();
-        let Some(patient_id) = &filter.patient_id else {
-            let mut sql = format!("SELECT {READ_COLUMNS} FROM audit_reads WHERE practice_id = $1");
-            sql += &filter.conditions(&mut args, "");
-            sql += &format!(" ORDER BY at DESC, id DESC LIMIT {}", args.add(reach));
-            let query = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id);
-            return Ok(args.bind(query).fetch_all(self.read()).await?);
-        };
-        // The patient's reads: those in their index, and (SQLite) those not yet moved there,
-        // each then read by its key. (Led by the log's order of time instead, SQLite went
-        // through every read of the practice looking for the patient's: 0.12 s with 800,000
-        // reads in the log.)
-        let patient = args.add(patient_id.as_str());
-        let mut found = format!(
-            "SELECT read_id AS found_id FROM audit_read_patients WHERE practice_id = $1 \
-             AND patient_id = {patient}"
-        );
-        if self.store.indexes_reads_later() {
-            found += &format!(
-                " UNION ALL SELECT r.id FROM audit_reads r \
-                 WHERE r.rowid > (SELECT through FROM audit_reads_indexed) \
-                 AND +r.practice_id = $1 AND EXISTS (SELECT 1 FROM {} \
-                 WHERE e.value->>3 = {patient})",
-                self.store.engine.json_rows_of("r.reads", "e")
+        let mut from = String::from("audit_reads WHERE practice_id = $1");
+        if let Some(patient_id) = &filter.patient_id {
+            // The patient's reads: those in their index, and (SQLite) those not yet moved
+            // there, each then read by its key. (Led by the log's order of time instead,
+            // SQLite went through every read of the practice looking for the patient's: 0.12 s
+            // with 800,000 reads in the log.)
+            let patient = args.add(patient_id.as_str());
+            let mut found = format!(
+                "SELECT read_id AS found_id FROM audit_read_patients WHERE practice_id = $1 \
+                 AND patient_id = {patient}"
+            );
+            if self.store.indexes_reads_later() {
+                // The reads past the mark, by row id (`+` keeps SQLite off the index of the
+                // practice, which would read every read of it).
+                found += &format!(
+                    " UNION ALL SELECT r.id FROM audit_reads r \
+                     WHERE r.rowid > (SELECT through FROM audit_reads_indexed) \
+                     AND +r.practice_id = $1 AND EXISTS (SELECT 1 FROM {} \
+                     WHERE e.value->>3 = {patient})",
+                    self.store.engine.json_rows_of("r.reads", "e")
+                );
+            }
+            from = format!(
+                "({found}) AS f CROSS JOIN audit_reads a \
+                 WHERE a.practice_id = $1 AND a.id = f.found_id"
             );
         }
-        let columns = READ_COLUMNS
-            .split(", ")
-            .map(|column| format!("a.{column}"))
-            .collect::<Vec<_>>()
-            .join(", ");
+        // The patient's condition is in `from`; the others follow.
         let others = AuditFilter {
             patient_id: None,
             ..filter.clone()
         };
-        let mut sql = format!(
-            "SELECT {columns} FROM ({found}) AS f CROSS JOIN audit_reads a \
-             WHERE a.practice_id = $1 AND a.id = f.found_id"
-        );
+        let mut sql = format!("SELECT {READ_COLUMNS} FROM {from}");
         sql += &others.conditions(&mut args, "");
-        sql += &format!(" ORDER BY a.at DESC, a.id DESC LIMIT {}", args.add(reach));
+        sql += &format!(" ORDER BY at DESC, id DESC LIMIT {}", args.add(reach));
         let query = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id);
         Ok(args.bind(query).fetch_all(self.read()).await?)
     }
@@ -519,10 +514,9 @@ impl Store {
         let mut tx = self.begin_write().await?;
         // The writing transaction holds the file: nothing is appended meanwhile.
         let (from, moved, to): (i64, i64, Option<i64>) = sqlx::query_as(
-            "SELECT m.through, COUNT(r.rowid), MAX(r.rowid) FROM audit_reads_indexed m \
-             LEFT JOIN (SELECT rowid FROM audit_reads \
-             WHERE rowid > (SELECT through FROM audit_reads_indexed) \
-             ORDER BY rowid LIMIT $1) AS r ON 1 = 1 GROUP BY m.through",
+            "SELECT (SELECT through FROM audit_reads_indexed), COUNT(*), MAX(rowid) \
+             FROM (SELECT rowid FROM audit_reads \
+             WHERE rowid > (SELECT through FROM audit_reads_indexed) ORDER BY rowid LIMIT $1)",
         )
         .bind(limit)
         .fetch_one(&mut *tx)
