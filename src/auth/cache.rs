@@ -4,10 +4,12 @@
 //!
 //! - a change made through this instance (a token revoked, a user changed) moves the store's
 //!   count on as it commits, before its response leaves;
-//! - a change made through another instance reaches this one by PostgreSQL's NOTIFY (the
-//!   triggers of migration 0012), sent at its commit;
-//! - while the notifications' connection is down, and on SQLite (whose file the command line
-//!   may change), nothing is cached: every request asks the database, as before.
+//! - on PostgreSQL, a change made through another instance reaches this one by NOTIFY (the
+//!   triggers of migration 0012), sent at its commit; while the notifications' connection is
+//!   down, nothing is cached: every request asks the database;
+//! - on SQLite, a change made by another process (the command line, say) moves a file beside
+//!   the database before its commit, which every request looks at (`store::sidecar`); while
+//!   a change is under way, nothing read is kept.
 //!
 //! So a revoked or expired token is refused on its next request, on every instance. An entry
 //! is stored with the count read before its token was read from the database, so that a change

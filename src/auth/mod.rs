@@ -78,18 +78,20 @@ pub async fn authenticate(
 ) -> Result<Principal, AuthError> {
     let practice_id = secret::practice_of(secret).ok_or(AuthError::Invalid)?;
     let hash = secret::hash_secret(secret);
-    // The cache, with the count of changes it is good for, while the store hears of them all.
-    let cache = cache.zip(store.credentials_epoch());
-    let grant = match cache.and_then(|(cache, epoch)| cache.get(&hash, epoch)) {
+    // The cache, while the store hears of every change: good for the count of changes now.
+    let cached = cache.and_then(|cache| cache.get(&hash, store.credentials_epoch()?));
+    let grant = match cached {
         Some(grant) => grant,
         None => {
+            // Read to be kept: as of the count taken (and held, see the store) before it.
+            let reading = cache.and(store.credentials_reading());
             let grant = store
                 .practice(practice_id)
                 .find_token_by_secret(&hash)
                 .await?
                 .ok_or(AuthError::Invalid)?;
-            if let Some((cache, epoch)) = cache {
-                cache.put(hash.clone(), grant.clone(), epoch);
+            if let Some((cache, reading)) = cache.zip(reading) {
+                cache.put(hash.clone(), grant.clone(), reading.epoch);
             }
             grant
         }
@@ -151,7 +153,7 @@ pub async fn authenticate(
         .last_used_at
         .is_none_or(|at| now - at >= LAST_USED_PRECISION_MS)
     {
-        if let Some((cache, _)) = cache {
+        if let Some(cache) = cache {
             cache.used(&hash, now);
         }
         let store = store.clone();

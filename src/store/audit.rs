@@ -214,17 +214,16 @@ impl<'a> PracticeStore<'a> {
         mut tx: Transaction<'_, Any>,
         event: Event<'_>,
     ) -> StoreResult<()> {
-        let echo = match event.changes_credentials() {
-            true => self.store.announce_credentials(&mut tx).await?,
+        let announced = match event.changes_credentials() {
+            true => Some(self.store.announce_credentials(&mut tx).await?),
             false => None,
         };
         self.record_in(&mut tx, &[event]).await?;
+        // Not committed, the announcement is dropped: SQLite's lock let go, nothing awaited.
         self.store.commit_events(tx).await?;
-        if event.changes_credentials() {
+        if let Some(announced) = announced {
             self.store.credentials_changed();
-        }
-        if let Some(echo) = echo {
-            echo.wait().await;
+            announced.committed().await;
         }
         Ok(())
     }

@@ -20,6 +20,7 @@ pub mod patients;
 pub mod practices;
 pub mod products;
 mod row;
+mod sidecar;
 pub mod sign_ins;
 pub mod tokens;
 pub mod users;
@@ -129,6 +130,14 @@ fn json_list(ids: &[String]) -> String {
     serde_json::Value::from(ids).to_string()
 }
 
+/// The file of an SQLite URL; None for a database in memory.
+fn sqlite_file(url: &str) -> StoreResult<Option<std::path::PathBuf>> {
+    let options = sqlx::sqlite::SqliteConnectOptions::from_str(url)
+        .map_err(|e| StoreError::Config(format!("bad database URL: {e}")))?;
+    let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+    Ok((!in_memory).then(|| options.get_filename().to_path_buf()))
+}
+
 /// How the store connects: pool size and how long to wait for a connection. The defaults
 /// are those of the command line (`config::DatabaseConfig`).
 #[derive(Clone, Debug)]
@@ -227,7 +236,9 @@ impl Store {
                     engine,
                     committed: Default::default(),
                     url: url.clone(),
-                    credentials: Default::default(),
+                    credentials: std::sync::Arc::new(tokens::CredentialWatch::sqlite(
+                        sqlite_file(&url)?.as_deref(),
+                    )),
                 }
             }
             Engine::Postgres => {

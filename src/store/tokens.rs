@@ -3,6 +3,7 @@
 use sqlx::FromRow;
 
 use super::audit::Event;
+use super::sidecar::{Sidecar, Stamp};
 use super::{Change, PracticeStore, StoreResult, new_id, now_ms};
 use crate::domain::limits::MAX_API_TOKENS;
 use crate::domain::{Bound, Refusal};
@@ -238,19 +239,50 @@ const RELISTEN_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 /// What this instance knows of changes to tokens and staff users, for a cache of who may call
 /// (`auth::TokenCache`): a number that moves on at every such change, and whether this
 /// instance hears of every change made anywhere. It hears of its own changes as it commits
-/// them (see [`Event::changes_credentials`]) and of other instances' through PostgreSQL's
-/// NOTIFY, from the moment it listens; on SQLite, whose file the command line may change
-/// without telling anyone, and while the notifications' connection is down, it hears of
-/// nothing, and a cache must ask the database.
+/// them (see [`Event::changes_credentials`]); of other instances' through PostgreSQL's
+/// NOTIFY, from the moment it listens (while the notifications' connection is down it hears
+/// of nothing, and a cache must ask the database); on SQLite, of other processes' through
+/// the file beside the database that each change moves (see [`super::sidecar`]).
 #[derive(Debug, Default)]
 pub struct CredentialWatch {
     epoch: std::sync::atomic::AtomicU64,
     heard: std::sync::atomic::AtomicBool,
+    /// SQLite's file of changes, and what it was when last seen.
+    sidecar: Option<(Sidecar, std::sync::Mutex<Option<Stamp>>)>,
     /// Set when a change through this instance was not heard back: the watch listens anew.
     suspect: std::sync::atomic::AtomicBool,
     /// The changes through this instance whose own notification it waits to hear, by the
     /// notification's payload (see [`Echo`]).
     echoes: std::sync::Mutex<std::collections::HashMap<String, tokio::sync::oneshot::Sender<()>>>,
+}
+
+/// A token's count of changes (see [`super::Store::credentials_reading`]), and on SQLite the
+/// shared lock of the file of changes, held for as long as this lives.
+#[derive(Debug)]
+pub struct CredentialsReading {
+    pub epoch: u64,
+    _lock: Option<std::fs::File>,
+}
+
+/// How a change to tokens or users told the other processes, to finish after its commit.
+pub(super) enum Announcement {
+    Nothing,
+    /// PostgreSQL: its notification, to hear back.
+    Echo(Echo),
+    /// SQLite: the exclusive lock of the file of changes, to let go of.
+    Held(std::fs::File),
+}
+
+impl Announcement {
+    /// Once the change has committed (or failed to): waits to hear PostgreSQL's notification
+    /// back, or lets go of SQLite's lock.
+    pub(super) async fn committed(self) {
+        match self {
+            Announcement::Echo(echo) => echo.wait().await,
+            Announcement::Held(lock) => drop(lock),
+            Announcement::Nothing => {}
+        }
+    }
 }
 
 /// Longest a change to tokens or users waits to hear its own notification come back.
@@ -292,7 +324,7 @@ impl Echo {
 
     /// Waits for the notification, at most [`ECHO_WAIT`]. Not heard by then, the watch stops
     /// trusting its notifications (every request asks the database) and listens again.
-    pub(super) async fn wait(mut self) {
+    async fn wait(mut self) {
         if tokio::time::timeout(ECHO_WAIT, &mut self.heard)
             .await
             .is_err()
@@ -322,6 +354,29 @@ impl Drop for Echo {
 }
 
 impl CredentialWatch {
+    /// The watch of an SQLite database at `database` (None: in memory, where no other process
+    /// can reach it, but neither is it served).
+    pub(super) fn sqlite(database: Option<&std::path::Path>) -> CredentialWatch {
+        CredentialWatch {
+            sidecar: database.map(|path| (Sidecar::beside(path), Default::default())),
+            ..Default::default()
+        }
+    }
+
+    /// The count of changes as of `stamp`, the file of changes as just seen: it moves on when
+    /// the file has moved since it was last seen.
+    fn as_of(&self, stamp: Stamp) -> u64 {
+        use std::sync::atomic::Ordering::SeqCst;
+        if let Some((_, seen)) = &self.sidecar {
+            let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+            if *seen != Some(stamp) {
+                *seen = Some(stamp);
+                self.changed();
+            }
+        }
+        self.epoch.load(SeqCst)
+    }
+
     fn changed(&self) {
         self.epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
@@ -339,9 +394,29 @@ impl super::Store {
     pub fn credentials_epoch(&self) -> Option<u64> {
         use std::sync::atomic::Ordering::SeqCst;
         let watch = &self.credentials;
+        if self.engine == super::Engine::Sqlite {
+            let (sidecar, _) = watch.sidecar.as_ref()?;
+            return Some(watch.as_of(sidecar.stamp()?));
+        }
         // The number first: a change heard of between the two reads only makes it older.
         let epoch = watch.epoch.load(SeqCst);
         watch.heard.load(SeqCst).then_some(epoch)
+    }
+
+    /// For a token about to be read from the database to be kept: the count of changes it
+    /// will be good for, with what must be held while it is read (on SQLite the shared lock
+    /// of the file of changes, see [`super::sidecar`]). None when nothing may be kept now.
+    pub fn credentials_reading(&self) -> Option<CredentialsReading> {
+        if self.engine == super::Engine::Sqlite {
+            let (sidecar, _) = self.credentials.sidecar.as_ref()?;
+            let (lock, stamp) = sidecar.share()?;
+            return Some(CredentialsReading {
+                epoch: self.credentials.as_of(stamp),
+                _lock: Some(lock),
+            });
+        }
+        self.credentials_epoch()
+            .map(|epoch| CredentialsReading { epoch, _lock: None })
     }
 
     /// Counts a change to tokens or staff users made through this instance, once committed.
@@ -349,19 +424,35 @@ impl super::Store {
         self.credentials.changed();
     }
 
-    /// Before a change to tokens or users commits in `tx`: while this instance hears
-    /// PostgreSQL's notifications, a notification of its own in the transaction, to wait for
-    /// once it has committed (see [`Echo`]).
+    /// Before a change to tokens or users commits in `tx`, what tells other processes of it:
+    /// on PostgreSQL, while this instance hears its notifications, a notification of its own
+    /// in the transaction, to wait for once it has committed (see [`Echo`]); on SQLite, the
+    /// file of changes moved under its exclusive lock, to hold until the commit (see
+    /// [`super::sidecar`]). A change that cannot tell them is not made.
     pub(super) async fn announce_credentials(
         &self,
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    ) -> super::StoreResult<Option<Echo>> {
-        if self.engine != super::Engine::Postgres || self.credentials_epoch().is_none() {
-            return Ok(None);
+    ) -> super::StoreResult<Announcement> {
+        match self.engine {
+            super::Engine::Sqlite => match &self.credentials.sidecar {
+                Some((sidecar, _)) => match sidecar.announce().await {
+                    Ok(lock) => Ok(Announcement::Held(lock)),
+                    Err(error) => Err(super::StoreError::Unavailable(format!(
+                        "could not tell other processes of a change to tokens through {}: {error}",
+                        sidecar.path().display()
+                    ))),
+                },
+                None => Ok(Announcement::Nothing),
+            },
+            super::Engine::Postgres => {
+                if self.credentials_epoch().is_none() {
+                    return Ok(Announcement::Nothing);
+                }
+                let echo = Echo::expect(&self.credentials, super::new_id());
+                echo.notify().execute(&mut **tx).await?;
+                Ok(Announcement::Echo(echo))
+            }
         }
-        let echo = Echo::expect(&self.credentials, super::new_id());
-        echo.notify().execute(&mut **tx).await?;
-        Ok(Some(echo))
     }
 
     /// Starts listening for other instances' changes to tokens and staff users (PostgreSQL),

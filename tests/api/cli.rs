@@ -1028,3 +1028,115 @@ async fn serve_prints_a_first_admin_link_while_the_practice_has_no_staff(#[case]
         "{rest:#?}"
     );
 }
+
+/// A server keeps the tokens it has found in memory; a token revoked, or a staff user
+/// disabled, by the command line (another process, which tells the server nothing itself) is
+/// refused from the next request on. On SQLite the very next one: the command moves the file
+/// of changes beside the database before it commits, and the server looks at it on every
+/// request. On PostgreSQL the change's NOTIFY reaches the server within milliseconds of the
+/// command's return (the window of README's "Tokens and permissions").
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn the_command_line_revokes_what_a_running_server_holds(#[case] engine: Engine) {
+    let cli = cli!(engine);
+    for (email, role) in [
+        ("ada@example.com", "admin"),
+        ("rita@example.com", "receptionist"),
+    ] {
+        let made = cli.run_with_stdin(
+            &[
+                "user",
+                "create",
+                "--email",
+                email,
+                "--first-name",
+                "Test",
+                "--last-name",
+                role,
+                "--role",
+                role,
+                "--password-stdin",
+            ],
+            "a long password\n",
+        );
+        assert!(made.status.success(), "{}", stderr(&made));
+    }
+    let secret = last_line(&cli.run(&[
+        "token",
+        "create",
+        "--name",
+        "CRM",
+        "--permission",
+        "patients:read",
+    ]));
+    let listed = stdout(&cli.run(&["token", "list"]));
+    let id = listed
+        .lines()
+        .find(|l| l.contains("CRM"))
+        .and_then(|l| l.split('\t').next())
+        .expect("listed")
+        .to_string();
+    let (server, url) = start_server(&cli);
+    let _server = Stopped(server);
+    let client = reqwest::Client::new();
+    let signed_in = client
+        .post(&url)
+        .json(&serde_json::json!({
+            "query": "mutation { signIn(email: \"rita@example.com\", password: \"a long password\") { token error } }",
+        }))
+        .send()
+        .await
+        .expect("send")
+        .json::<serde_json::Value>()
+        .await
+        .expect("json");
+    let session = signed_in["data"]["signIn"]["token"]
+        .as_str()
+        .unwrap_or_else(|| panic!("signed in: {signed_in}"))
+        .to_string();
+    let query = "{ patients { data { id } } }";
+    // Each used a few times: found once, then served from memory.
+    for token in [&secret, &session] {
+        for _ in 0..3 {
+            let body = post(&client, &url, token, query, serde_json::json!({})).await;
+            assert!(body.get("errors").is_none(), "{body}");
+        }
+    }
+    let refused = |token: String| {
+        let (client, url) = (client.clone(), url.clone());
+        async move {
+            let until = std::time::Instant::now() + std::time::Duration::from_millis(250);
+            loop {
+                let body = post(&client, &url, &token, query, serde_json::json!({})).await;
+                let code = body["errors"][0]["extensions"]["code"].clone();
+                if code == "UNAUTHENTICATED" {
+                    return;
+                }
+                assert!(
+                    engine == Engine::Postgres && std::time::Instant::now() < until,
+                    "still served after the command returned: {body}"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        }
+    };
+
+    let revoked = cli.run(&["token", "revoke", &id]);
+    assert!(revoked.status.success(), "{}", stderr(&revoked));
+    refused(secret).await;
+    let disabled = cli.run(&["user", "disable", "rita@example.com"]);
+    assert!(disabled.status.success(), "{}", stderr(&disabled));
+    refused(session).await;
+}
+
+/// A server child process, stopped when the test ends, failed or not.
+struct Stopped(std::process::Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
