@@ -83,15 +83,15 @@ pub async fn authenticate(
     let grant = match cached {
         Some(grant) => grant,
         None => {
-            // Read to be kept: as of the count taken (and held, see the store) before it.
-            let reading = cache.and(store.credentials_reading());
+            // Kept as of the count of changes taken before it is read.
+            let epoch = cache.and_then(|_| store.credentials_before_reading());
             let grant = store
                 .practice(practice_id)
                 .find_token_by_secret(&hash)
                 .await?
                 .ok_or(AuthError::Invalid)?;
-            if let Some((cache, reading)) = cache.zip(reading) {
-                cache.put(hash.clone(), grant.clone(), reading.epoch);
+            if let Some((cache, epoch)) = cache.zip(epoch) {
+                cache.put(hash.clone(), grant.clone(), epoch);
             }
             grant
         }

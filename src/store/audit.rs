@@ -211,7 +211,7 @@ impl<'a> PracticeStore<'a> {
     /// Records `event` in the transaction and commits both.
     pub(super) async fn commit(
         &self,
-        mut tx: Transaction<'_, Any>,
+        mut tx: Transaction<'static, Any>,
         event: Event<'_>,
     ) -> StoreResult<()> {
         let announced = match event.changes_credentials() {
@@ -219,13 +219,22 @@ impl<'a> PracticeStore<'a> {
             false => None,
         };
         self.record_in(&mut tx, &[event]).await?;
-        // Not committed, the announcement is dropped: SQLite's lock let go, nothing awaited.
-        self.store.commit_events(tx).await?;
-        if let Some(announced) = announced {
-            self.store.credentials_changed();
+        let Some(announced) = announced else {
+            return self.store.commit_events(tx).await;
+        };
+        // Committed in a task of its own, which a request given up half-way (its time ran
+        // out) cannot stop between the commit and the announcement's end: SQLite's lock must
+        // not be let go before the commit it covers has landed. Not committed, the
+        // announcement is dropped: the lock let go, nothing awaited.
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            store.commit_events(tx).await?;
+            store.credentials_changed();
             announced.committed().await;
-        }
-        Ok(())
+            Ok(())
+        })
+        .await
+        .map_err(|e| StoreError::Unavailable(format!("a change to tokens did not finish: {e}")))?
     }
 
     /// Records events in a transaction that will commit them with what they record.

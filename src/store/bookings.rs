@@ -510,7 +510,7 @@ impl PracticeStore<'_> {
     /// names the booking in the way.
     async fn finish_write(
         &self,
-        tx: Transaction<'_, Any>,
+        tx: Transaction<'static, Any>,
         action: &'static str,
         written: Result<sqlx::any::AnyQueryResult, sqlx::Error>,
         booking: Booking,

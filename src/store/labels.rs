@@ -168,7 +168,7 @@ impl PracticeStore<'_> {
     /// Finishes a label's write: a title in use is refused.
     async fn finish_label(
         &self,
-        tx: Transaction<'_, Any>,
+        tx: Transaction<'static, Any>,
         action: &'static str,
         written: Result<Label, sqlx::Error>,
         title: &str,

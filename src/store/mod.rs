@@ -475,7 +475,7 @@ impl<'a> PracticeStore<'a> {
     /// with `taken` when a unique key already holds the record's value, with nothing written.
     async fn finish_unique<T>(
         &self,
-        tx: sqlx::Transaction<'_, sqlx::Any>,
+        tx: sqlx::Transaction<'static, sqlx::Any>,
         written: Result<T, sqlx::Error>,
         event: impl FnOnce(&T) -> audit::Event<'_>,
         taken: impl FnOnce() -> Refusal,

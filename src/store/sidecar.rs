@@ -9,14 +9,15 @@
 //!   transaction holds SQLite's write lock, appends a byte to it, commits, and only then lets
 //!   the lock go. The file grows by a byte a change and is never rewritten, so what `stat`
 //!   says of it (its inode, length and time) never comes back to an earlier value;
-//! - a server that finds a token in the database keeps it only if it could take the shared
-//!   lock without waiting, and keeps it with what `stat` said of the file under that lock:
-//!   no change was between its byte and its commit then, so the token as read is the
-//!   token as committed, until the file moves;
+//! - a server about to read a token from the database, to keep it, looks at the file under
+//!   its shared lock, taken without waiting and let go at once: every change that had moved
+//!   the file by then had also committed, so the token it reads next is at least as new as
+//!   the file says; a change that moves the file later has not been read, and moves it
+//!   before it commits;
 //! - every request `stat`s the file (one system call on a file the kernel has cached) and
-//!   uses a kept token only while the file is as it was. A change commits only after its
-//!   byte, so the first request to start after a change's commit finds the file moved and
-//!   asks the database.
+//!   uses a kept token only while the file is as it was when the token was read. A change
+//!   commits only after its byte, so the first request to start after a change's commit finds
+//!   the file moved and asks the database.
 //!
 //! A process that dies holding the lock lets go of it with its file descriptors; one that
 //! dies between its byte and its commit has moved the file for nothing. Without the file
@@ -28,6 +29,9 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+
+/// Longest a change waits for the file's exclusive lock before it gives up (and is not made).
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What `stat` says of the file: it moves at every change, and never back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,18 +63,23 @@ impl Stamp {
 #[derive(Debug)]
 pub(super) struct Sidecar {
     path: PathBuf,
+    /// The database's file, whose owner the file takes.
+    database: PathBuf,
     /// Whether a failure to open or lock the file was logged: once is enough, every request
     /// would meet it.
     warned: std::sync::atomic::AtomicBool,
 }
 
 impl Sidecar {
-    /// The file of the database at `database`.
+    /// The file of the database at `database`, by its canonical path: a server and a command
+    /// that reach the database through different links share one file.
     pub(super) fn beside(database: &Path) -> Sidecar {
+        let database = std::fs::canonicalize(database).unwrap_or_else(|_| database.to_owned());
         let mut path = database.as_os_str().to_owned();
         path.push("-credentials");
         Sidecar {
             path: path.into(),
+            database,
             warned: Default::default(),
         }
     }
@@ -84,18 +93,20 @@ impl Sidecar {
             .map(|meta| Stamp::of(&meta))
     }
 
-    /// The shared lock, if no change holds the file now, with the file as it is under it.
-    /// Held (until the returned file is dropped) while a token is read from the database to
-    /// be kept. Never waits: a change under way means the token is read but not kept.
-    pub(super) fn share(&self) -> Option<(File, Stamp)> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&self.path)
-            .map_err(|error| self.warn(&error))
-            .ok()?;
+    /// The file as it is now, looked at under its shared lock: None while a change holds
+    /// it (a token read now is read, but not kept). Never waits; the lock is let go at once.
+    pub(super) fn share(&self) -> Option<Stamp> {
+        let file = match File::open(&self.path) {
+            Ok(file) => file,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                // No change made yet: the file comes now, as a change would make it.
+                self.create().map_err(|error| self.warn(&error)).ok()?
+            }
+            Err(error) => {
+                self.warn(&error);
+                return None;
+            }
+        };
         match file.try_lock_shared() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => return None,
@@ -104,26 +115,62 @@ impl Sidecar {
                 return None;
             }
         }
-        let locked = Stamp::of(&file.metadata().ok()?);
-        // The path must still name the file locked (not one put in its place meanwhile).
-        let now = self.stamp()?;
-        now.same_file(&locked).then_some((file, now))
+        self.still(&file)
     }
 
-    /// Takes the exclusive lock, waiting for the readers that hold it shared (each for one
-    /// read of a token), and moves the file. Called with SQLite's write lock held, which every
-    /// taker of this lock holds too, so two changes never wait for each other here. The lock
-    /// lasts until the returned file is dropped, after the commit.
+    /// Takes the exclusive lock and moves the file. Called with SQLite's write lock held,
+    /// which every taker of this lock holds too, so two changes never wait for each other;
+    /// readers hold it shared for a `stat` each. Tries again every millisecond, for at most
+    /// [`LOCK_WAIT`] (a process stopped with the lock in hand, say), without holding a thread.
+    /// The lock lasts until the returned file is dropped, after the commit.
     pub(super) async fn announce(&self) -> std::io::Result<File> {
-        let path = self.path.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut file = OpenOptions::new().append(true).create(true).open(&path)?;
-            file.lock()?;
-            file.write_all(b".")?;
-            Ok(file)
-        })
-        .await
-        .map_err(std::io::Error::other)?
+        let until = std::time::Instant::now() + LOCK_WAIT;
+        loop {
+            let mut file = self.create()?;
+            match file.try_lock() {
+                Ok(()) => {
+                    // The path must still name the file locked, not one put in its place.
+                    if self.still(&file).is_some() {
+                        file.write_all(b".")?;
+                        return Ok(file);
+                    }
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {}
+                Err(std::fs::TryLockError::Error(error)) => return Err(error),
+            }
+            if std::time::Instant::now() >= until {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "another process holds it",
+                ));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    }
+
+    /// The file, made if there is none, for appending, owned as the database is (as SQLite
+    /// does with its `-wal` file, so that a command run as root leaves one the server can
+    /// still write).
+    fn create(&self) -> std::io::Result<File> {
+        let file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&self.path)?;
+        if let Ok(owner) = std::fs::metadata(&self.database) {
+            let mine = file.metadata()?;
+            if (mine.uid(), mine.gid()) != (owner.uid(), owner.gid()) {
+                // Allowed to root only; anyone else already made it as theirs.
+                let _ = std::os::unix::fs::fchown(&file, Some(owner.uid()), Some(owner.gid()));
+            }
+        }
+        Ok(file)
+    }
+
+    /// The file as the path names it now, if it is the one open as `file`.
+    fn still(&self, file: &File) -> Option<Stamp> {
+        let open = Stamp::of(&file.metadata().ok()?);
+        let now = self.stamp()?;
+        now.same_file(&open).then_some(now)
     }
 
     fn warn(&self, error: &std::io::Error) {
@@ -156,8 +203,7 @@ mod tests {
     async fn every_change_moves_the_file_and_a_change_under_way_shares_nothing() {
         let (_dir, sidecar) = sidecar();
         assert!(sidecar.stamp().is_none(), "no file before the first change");
-        let (reading, before) = sidecar.share().expect("shared");
-        drop(reading);
+        let before = sidecar.share().expect("shared");
         assert_eq!(sidecar.stamp(), Some(before));
 
         let change = sidecar.announce().await.expect("announced");
@@ -168,14 +214,15 @@ mod tests {
         let after = sidecar.stamp().expect("stamp");
         assert_ne!(after, before, "the change moved the file");
         drop(change);
-        let (_reading, shared) = sidecar.share().expect("shared again once committed");
-        assert_eq!(shared, after);
+        assert_eq!(sidecar.share(), Some(after), "shared again once committed");
     }
 
     #[tokio::test]
-    async fn a_change_waits_for_the_readers_then_goes_on() {
+    async fn a_change_waits_for_a_reader_then_goes_on() {
         let (_dir, sidecar) = sidecar();
-        let (reading, _) = sidecar.share().expect("shared");
+        sidecar.share().expect("made");
+        let reader = File::open(sidecar.path()).expect("open");
+        reader.try_lock_shared().expect("shared");
         let sidecar = std::sync::Arc::new(sidecar);
         let waiting = tokio::spawn({
             let sidecar = sidecar.clone();
@@ -183,8 +230,19 @@ mod tests {
         });
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         assert!(!waiting.is_finished(), "a reader holds the file");
-        drop(reading);
+        drop(reader);
         let change = waiting.await.expect("joined").expect("announced");
         drop(change);
+    }
+
+    #[tokio::test]
+    async fn a_file_removed_is_made_anew_and_moves() {
+        let (_dir, sidecar) = sidecar();
+        let first = sidecar.share().expect("shared");
+        std::fs::remove_file(sidecar.path()).expect("removed");
+        assert!(sidecar.stamp().is_none(), "nothing kept without the file");
+        drop(sidecar.announce().await.expect("announced"));
+        let again = sidecar.share().expect("shared");
+        assert_ne!(again, first);
     }
 }

@@ -256,14 +256,6 @@ pub struct CredentialWatch {
     echoes: std::sync::Mutex<std::collections::HashMap<String, tokio::sync::oneshot::Sender<()>>>,
 }
 
-/// A token's count of changes (see [`super::Store::credentials_reading`]), and on SQLite the
-/// shared lock of the file of changes, held for as long as this lives.
-#[derive(Debug)]
-pub struct CredentialsReading {
-    pub epoch: u64,
-    _lock: Option<std::fs::File>,
-}
-
 /// How a change to tokens or users told the other processes, to finish after its commit.
 pub(super) enum Announcement {
     Nothing,
@@ -403,20 +395,15 @@ impl super::Store {
         watch.heard.load(SeqCst).then_some(epoch)
     }
 
-    /// For a token about to be read from the database to be kept: the count of changes it
-    /// will be good for, with what must be held while it is read (on SQLite the shared lock
-    /// of the file of changes, see [`super::sidecar`]). None when nothing may be kept now.
-    pub fn credentials_reading(&self) -> Option<CredentialsReading> {
+    /// The count of changes that a token about to be read from the database will be good
+    /// for, if it may be kept: on SQLite, as the file of changes says under its shared lock
+    /// (see [`super::sidecar`]). None when nothing read now may be kept.
+    pub fn credentials_before_reading(&self) -> Option<u64> {
         if self.engine == super::Engine::Sqlite {
             let (sidecar, _) = self.credentials.sidecar.as_ref()?;
-            let (lock, stamp) = sidecar.share()?;
-            return Some(CredentialsReading {
-                epoch: self.credentials.as_of(stamp),
-                _lock: Some(lock),
-            });
+            return Some(self.credentials.as_of(sidecar.share()?));
         }
         self.credentials_epoch()
-            .map(|epoch| CredentialsReading { epoch, _lock: None })
     }
 
     /// Counts a change to tokens or staff users made through this instance, once committed.
