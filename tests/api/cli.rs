@@ -69,6 +69,33 @@ impl Cli {
         self.command(args).output().expect("run practice-api")
     }
 
+    /// Two staff users, by the command line: ada@example.com (admin) and rita@example.com
+    /// (receptionist), both with the password "a long password".
+    fn make_staff(&self) {
+        for (email, role) in [
+            ("ada@example.com", "admin"),
+            ("rita@example.com", "receptionist"),
+        ] {
+            let made = self.run_with_stdin(
+                &[
+                    "user",
+                    "create",
+                    "--email",
+                    email,
+                    "--first-name",
+                    "Test",
+                    "--last-name",
+                    role,
+                    "--role",
+                    role,
+                    "--password-stdin",
+                ],
+                "a long password\n",
+            );
+            assert!(made.status.success(), "{}", stderr(&made));
+        }
+    }
+
     fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Output {
         let mut child = self
             .command(args)
@@ -875,28 +902,7 @@ async fn json_logs_carry_the_request_id_and_no_secret(#[case] engine: Engine) {
 #[tokio::test]
 async fn staff_are_listed_disabled_enabled_and_reset_on_the_command_line(#[case] engine: Engine) {
     let cli = cli!(engine);
-    for (email, role) in [
-        ("ada@example.com", "admin"),
-        ("rita@example.com", "receptionist"),
-    ] {
-        let made = cli.run_with_stdin(
-            &[
-                "user",
-                "create",
-                "--email",
-                email,
-                "--first-name",
-                "Test",
-                "--last-name",
-                role,
-                "--role",
-                role,
-                "--password-stdin",
-            ],
-            "a long password\n",
-        );
-        assert!(made.status.success(), "{}", stderr(&made));
-    }
+    cli.make_staff();
     let listed = stdout(&cli.run(&["user", "list"]));
     let rita = listed
         .lines()
@@ -1042,28 +1048,7 @@ async fn serve_prints_a_first_admin_link_while_the_practice_has_no_staff(#[case]
 #[tokio::test]
 async fn the_command_line_revokes_what_a_running_server_holds(#[case] engine: Engine) {
     let cli = cli!(engine);
-    for (email, role) in [
-        ("ada@example.com", "admin"),
-        ("rita@example.com", "receptionist"),
-    ] {
-        let made = cli.run_with_stdin(
-            &[
-                "user",
-                "create",
-                "--email",
-                email,
-                "--first-name",
-                "Test",
-                "--last-name",
-                role,
-                "--role",
-                role,
-                "--password-stdin",
-            ],
-            "a long password\n",
-        );
-        assert!(made.status.success(), "{}", stderr(&made));
-    }
+    cli.make_staff();
     let secret = last_line(&cli.run(&[
         "token",
         "create",
