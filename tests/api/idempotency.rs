@@ -430,15 +430,22 @@ async fn a_replay_checks_the_callers_permissions_again(#[case] engine: Engine) {
     let token = app.sign_in(&email, crate::helpers::PASSWORD).await;
     let first = create(&app, &token, "k1", "Ada").await;
     assert!(first.body["data"]["createPatient"]["data"]["id"].is_string());
-    // The practitioner becomes a receptionist, who may not write patients.
-    execute(
-        &app,
-        "UPDATE users SET role = 'receptionist' WHERE email = 'pat@example.com'",
-    )
-    .await;
-    // A change by hand in the database reaches an instance that keeps tokens in memory
-    // (PostgreSQL) by its NOTIFY, within milliseconds; the API's own changes wait for it.
-    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    // The practitioner becomes a receptionist, who may not write patients: by an admin,
+    // through the API, which every instance's memory of tokens hears of before it answers.
+    let users = app.ok("{ users { data { id email } } }", json!({})).await;
+    let id = users["users"]["data"]
+        .as_array()
+        .and_then(|users| users.iter().find(|u| u["email"] == email))
+        .and_then(|user| user["id"].as_str())
+        .expect("listed")
+        .to_string();
+    let changed = app
+        .ok(
+            "mutation($id: ID!) { updateUser(id: $id, input: { role: \"receptionist\" }) { error } }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert!(changed["updateUser"]["error"].is_null(), "{changed}");
     let retry = create(&app, &token, "k1", "Ada").await;
     assert_eq!(retry.code(), "FORBIDDEN", "{}", retry.body);
     assert!(retry.body.get("data").is_none(), "{}", retry.body);
