@@ -13,7 +13,8 @@
 //!
 //! So a revoked or expired token is refused on its next request, on every instance. An entry
 //! is stored with the count read before its token was read from the database, so that a change
-//! heard of meanwhile leaves it unused.
+//! heard of meanwhile leaves it unused; and it serves for five seconds at most, so that a
+//! change nobody was told of (written into SQLite's file by hand) holds within them.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -22,6 +23,10 @@ use crate::store::tokens::TokenGrant;
 
 /// Tokens held at most; the cache starts over when it is full.
 const MAX_ENTRIES: usize = 10_000;
+
+/// Longest an entry serves: past it, the token is read again, so that a change nobody was
+/// told of (written into SQLite's file by another program, by hand) holds within it.
+const MAX_AGE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Tokens by the hash of their secret. Cheap to share behind an `Arc`.
 #[derive(Debug, Default)]
@@ -34,6 +39,8 @@ struct Cached {
     grant: TokenGrant,
     /// The store's count of changes when the token was read.
     epoch: u64,
+    /// When it was read.
+    read_at: std::time::Instant,
 }
 
 impl TokenCache {
@@ -42,7 +49,7 @@ impl TokenCache {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         entries
             .get(hash)
-            .filter(|cached| cached.epoch == epoch)
+            .filter(|cached| cached.epoch == epoch && cached.read_at.elapsed() < MAX_AGE)
             .map(|cached| cached.grant.clone())
     }
 
@@ -55,7 +62,14 @@ impl TokenCache {
                 entries.clear();
             }
         }
-        entries.insert(hash, Cached { grant, epoch });
+        entries.insert(
+            hash,
+            Cached {
+                grant,
+                epoch,
+                read_at: std::time::Instant::now(),
+            },
+        );
     }
 
     /// Notes that the token was used at `at`, as its row now says.
@@ -104,6 +118,23 @@ mod tests {
             cache.get("h", 7).and_then(|g| g.token.last_used_at),
             Some(42)
         );
+    }
+
+    #[test]
+    fn an_entry_serves_for_a_few_seconds_at_most() {
+        let cache = TokenCache::default();
+        cache.put("h".into(), grant("t"), 7);
+        if let Some(cached) = cache
+            .entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut("h")
+        {
+            cached.read_at = std::time::Instant::now()
+                .checked_sub(MAX_AGE)
+                .expect("a clock older than MAX_AGE");
+        }
+        assert!(cache.get("h", 7).is_none(), "read again once old");
     }
 
     #[test]

@@ -22,8 +22,8 @@
 //! A process that dies holding the lock lets go of it with its file descriptors; one that
 //! dies between its byte and its commit has moved the file for nothing. Without the file
 //! (a directory the server may not write to), nothing is kept. A change written into the
-//! database by another program than this one is not heard of: such a program must restart
-//! the servers, as it would have to for any other setting.
+//! database by another program than this one is not heard of: it holds once the server reads
+//! the token again, within `auth::TokenCache`'s five seconds.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;

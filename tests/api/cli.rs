@@ -1111,7 +1111,8 @@ async fn the_command_line_revokes_what_a_running_server_holds(#[case] engine: En
 
     if engine == Engine::Sqlite {
         // The control: the token revoked straight in the file, by a program that does not
-        // move the file of changes, is still served, from the server's memory.
+        // move the file of changes, is still served, from the server's memory (for up to
+        // five seconds since it was read).
         sqlx::any::install_default_drivers();
         let mut db = <sqlx::AnyConnection as sqlx::Connection>::connect(&cli.database_url())
             .await
