@@ -296,7 +296,10 @@ impl<'a> PracticeStore<'a> {
     ) -> StoreResult<Vec<AuditEvent>> {
         let mut args = Args::default();
         let mut sql = format!("SELECT {EVENT_COLUMNS} FROM audit_events WHERE practice_id = $1");
-        sql += &filter.conditions(&mut args, "patient_id = {}");
+        if let Some(patient_id) = &filter.patient_id {
+            sql += &format!(" AND patient_id = {}", args.add(patient_id));
+        }
+        sql += &filter.conditions(&mut args);
         sql += &format!(" ORDER BY at DESC, id DESC LIMIT {}", args.add(reach));
         let query = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id);
         Ok(args.bind(query).fetch_all(self.read()).await?)
@@ -332,13 +335,8 @@ impl<'a> PracticeStore<'a> {
                  WHERE a.practice_id = $1 AND a.id = f.found_id"
             );
         }
-        // The patient's condition is in `from`; the others follow.
-        let others = AuditFilter {
-            patient_id: None,
-            ..filter.clone()
-        };
         let mut sql = format!("SELECT {READ_COLUMNS} FROM {from}");
-        sql += &others.conditions(&mut args, "");
+        sql += &filter.conditions(&mut args);
         sql += &format!(" ORDER BY at DESC, id DESC LIMIT {}", args.add(reach));
         let query = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id);
         Ok(args.bind(query).fetch_all(self.read()).await?)
@@ -346,13 +344,10 @@ impl<'a> PracticeStore<'a> {
 }
 
 impl AuditFilter {
-    /// The filter's conditions, each after an AND; `by_patient` is the patient's, with `{}`
-    /// where its placeholder goes.
-    fn conditions(&self, args: &mut Args, by_patient: &str) -> String {
+    /// The filter's conditions on the actor and the time, each after an AND (the patient's
+    /// is each log's own: a column of events, an index of reads).
+    fn conditions(&self, args: &mut Args) -> String {
         let mut sql = String::new();
-        if let Some(patient_id) = &self.patient_id {
-            sql += &format!(" AND {}", by_patient.replace("{}", &args.add(patient_id)));
-        }
         if let Some(actor_id) = &self.actor_id {
             sql += &format!(" AND actor_id = {}", args.add(actor_id));
         }

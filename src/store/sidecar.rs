@@ -65,6 +65,8 @@ pub(super) struct Sidecar {
     path: PathBuf,
     /// The database's file, whose owner the file takes.
     database: PathBuf,
+    /// The file as it was last seen, to tell when it moved.
+    seen: std::sync::Mutex<Option<Stamp>>,
     /// Whether a failure to open or lock the file was logged: once is enough, every request
     /// would meet it.
     warned: std::sync::atomic::AtomicBool,
@@ -80,8 +82,15 @@ impl Sidecar {
         Sidecar {
             path: path.into(),
             database,
+            seen: Default::default(),
             warned: Default::default(),
         }
+    }
+
+    /// Whether the file, as just seen (`stamp`), moved since it was last seen.
+    pub(super) fn moved(&self, stamp: Stamp) -> bool {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.replace(stamp) != Some(stamp)
     }
 
     /// The file as it is now; None when it cannot be seen (no change made since it was
@@ -125,16 +134,15 @@ impl Sidecar {
     /// The lock lasts until the returned file is dropped, after the commit.
     pub(super) async fn announce(&self) -> std::io::Result<File> {
         let until = std::time::Instant::now() + LOCK_WAIT;
+        let mut file = self.create()?;
         loop {
-            let mut file = self.create()?;
             match file.try_lock() {
-                Ok(()) => {
-                    // The path must still name the file locked, not one put in its place.
-                    if self.still(&file).is_some() {
-                        file.write_all(b".")?;
-                        return Ok(file);
-                    }
+                // The path must still name the file locked, not one put in its place.
+                Ok(()) if self.still(&file).is_some() => {
+                    file.write_all(b".")?;
+                    return Ok(file);
                 }
+                Ok(()) => file = self.create()?,
                 Err(std::fs::TryLockError::WouldBlock) => {}
                 Err(std::fs::TryLockError::Error(error)) => return Err(error),
             }

@@ -247,8 +247,8 @@ const RELISTEN_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 pub struct CredentialWatch {
     epoch: std::sync::atomic::AtomicU64,
     heard: std::sync::atomic::AtomicBool,
-    /// SQLite's file of changes, and what it was when last seen.
-    sidecar: Option<(Sidecar, std::sync::Mutex<Option<Stamp>>)>,
+    /// SQLite's file of changes.
+    sidecar: Option<Sidecar>,
     /// Set when a change through this instance was not heard back: the watch listens anew.
     suspect: std::sync::atomic::AtomicBool,
     /// The changes through this instance whose own notification it waits to hear, by the
@@ -350,23 +350,20 @@ impl CredentialWatch {
     /// can reach it, but neither is it served).
     pub(super) fn sqlite(database: Option<&std::path::Path>) -> CredentialWatch {
         CredentialWatch {
-            sidecar: database.map(|path| (Sidecar::beside(path), Default::default())),
+            sidecar: database.map(Sidecar::beside),
             ..Default::default()
         }
     }
 
-    /// The count of changes as of `stamp`, the file of changes as just seen: it moves on when
-    /// the file has moved since it was last seen.
-    fn as_of(&self, stamp: Stamp) -> u64 {
-        use std::sync::atomic::Ordering::SeqCst;
-        if let Some((_, seen)) = &self.sidecar {
-            let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
-            if *seen != Some(stamp) {
-                *seen = Some(stamp);
-                self.changed();
-            }
+    /// SQLite: the count of changes as of the file of changes as `look` sees it now, moved on
+    /// when the file has moved since it was last seen; None without the file, or when `look`
+    /// sees nothing.
+    fn as_of(&self, look: impl FnOnce(&Sidecar) -> Option<Stamp>) -> Option<u64> {
+        let sidecar = self.sidecar.as_ref()?;
+        if sidecar.moved(look(sidecar)?) {
+            self.changed();
         }
-        self.epoch.load(SeqCst)
+        Some(self.epoch.load(std::sync::atomic::Ordering::SeqCst))
     }
 
     fn changed(&self) {
@@ -387,8 +384,7 @@ impl super::Store {
         use std::sync::atomic::Ordering::SeqCst;
         let watch = &self.credentials;
         if self.engine == super::Engine::Sqlite {
-            let (sidecar, _) = watch.sidecar.as_ref()?;
-            return Some(watch.as_of(sidecar.stamp()?));
+            return watch.as_of(Sidecar::stamp);
         }
         // The number first: a change heard of between the two reads only makes it older.
         let epoch = watch.epoch.load(SeqCst);
@@ -400,8 +396,7 @@ impl super::Store {
     /// (see [`super::sidecar`]). None when nothing read now may be kept.
     pub fn credentials_before_reading(&self) -> Option<u64> {
         if self.engine == super::Engine::Sqlite {
-            let (sidecar, _) = self.credentials.sidecar.as_ref()?;
-            return Some(self.credentials.as_of(sidecar.share()?));
+            return self.credentials.as_of(Sidecar::share);
         }
         self.credentials_epoch()
     }
@@ -422,7 +417,7 @@ impl super::Store {
     ) -> super::StoreResult<Announcement> {
         match self.engine {
             super::Engine::Sqlite => match &self.credentials.sidecar {
-                Some((sidecar, _)) => match sidecar.announce().await {
+                Some(sidecar) => match sidecar.announce().await {
                     Ok(lock) => Ok(Announcement::Held(lock)),
                     Err(error) => Err(super::StoreError::Unavailable(format!(
                         "could not tell other processes of a change to tokens through {}: {error}",
