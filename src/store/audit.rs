@@ -275,6 +275,8 @@ impl<'a> PracticeStore<'a> {
         page: PageRequest,
     ) -> StoreResult<Page<AuditEvent>> {
         let reach = page.offset() + page.limit();
+        // The reads this server has answered, all of them (see [`super::journal`]).
+        self.store.move_reads().await?;
         let events = self.events_in_log(filter, reach).await?;
         let reads = self.reads_in_log(filter, reach).await?;
         let patient = filter.patient_id.as_deref();
@@ -429,8 +431,37 @@ impl Store {
     /// written, at the end of its b-trees, and [`Store::index_reads`] moves many requests'
     /// patients into the index later, in its order. Either way, "who read this patient"
     /// finds the read from the moment it is recorded.
+    ///
+    /// SQLite in a file: the rows are appended to this server's journal of reads and flushed
+    /// instead, and [`Store::move_reads`] inserts them later (see [`super::journal`]).
     pub async fn record_reads(&self, batch: &[Reads]) -> StoreResult<()> {
         let at = now_ms();
+        if let Some(journal) = &self.journal {
+            // SQLite in a file: appended to this server's journal and flushed, and moved
+            // into `audit_reads` within a second ([`Store::move_reads`]).
+            let mut lines = String::new();
+            for reads in batch.iter().filter(|r| !r.reads.is_empty()) {
+                let line: super::journal::Line = (
+                    reads.practice_id.clone(),
+                    new_id(),
+                    at,
+                    reads.actor.kind.as_str().to_owned(),
+                    reads.actor.id.clone(),
+                    reads.actor.name.clone(),
+                    Read::to_json(&reads.reads),
+                );
+                lines += &serde_json::to_string(&line).map_err(std::io::Error::other)?;
+                lines.push('\n');
+            }
+            if lines.is_empty() {
+                return Ok(());
+            }
+            let journal = journal.clone();
+            return tokio::task::spawn_blocking(move || journal.append(lines.as_bytes()))
+                .await
+                .map_err(std::io::Error::other)?
+                .map_err(StoreError::from);
+        }
         let mut rows = Vec::new();
         // PostgreSQL: [practice, patient, read], an entry of the index each.
         let mut reached = Vec::new();
@@ -496,6 +527,63 @@ impl Store {
             }
         }
         Ok(())
+    }
+
+    /// SQLite in a file: moves the reads of this server's journal, and of journals that
+    /// servers gone left behind, into `audit_reads` (see [`super::journal`]), and removes
+    /// the files; returns how many requests' reads it moved. A line already moved (by a mover
+    /// that died before it removed its file) is one row still. On a failure the files stay,
+    /// to be moved by the next call (or the next server). Elsewhere: nothing to move, 0.
+    pub async fn move_reads(&self) -> StoreResult<u64> {
+        let Some(journal) = &self.journal else {
+            return Ok(0);
+        };
+        let _one_mover = journal.moving.lock().await;
+        let found = {
+            let journal = journal.clone();
+            tokio::task::spawn_blocking(move || {
+                let mut files: Vec<_> = journal.set_aside().into_iter().collect();
+                files.extend(journal.orphans()?);
+                std::io::Result::Ok(files)
+            })
+            .await
+            .map_err(std::io::Error::other)??
+        };
+        let sql = format!(
+            "INSERT OR IGNORE INTO audit_reads (practice_id, {READ_COLUMNS}) \
+             SELECT r.value->>0, r.value->>1, r.value->>2, r.value->>3, r.value->>4, \
+             r.value->>5, r.value->>6 FROM {}",
+            self.engine.json_rows(1, false)
+        );
+        let mut moved = 0;
+        // A file at a time (about a second of reads each), read into memory only when its
+        // turn comes.
+        for file in found {
+            let (contents, file) = tokio::task::spawn_blocking(move || {
+                let mut file = file;
+                std::io::Result::Ok((file.contents()?, file))
+            })
+            .await
+            .map_err(std::io::Error::other)??;
+            let (lines, left_out) = super::journal::lines(&contents);
+            if left_out > 0 {
+                tracing::warn!(
+                    left_out,
+                    file = %file.path.display(),
+                    "lines of a journal of reads could not be read (one cut short by a crash was never answered)"
+                );
+            }
+            for chunk in lines.chunks(ROWS_PER_STATEMENT) {
+                // Each chunk commits alone: the one writer is held a chunk at a time.
+                sqlx::query(sqlx::AssertSqlSafe(sql.as_str()))
+                    .bind(format!("[{}]", chunk.join(",")))
+                    .execute(&self.write)
+                    .await?;
+            }
+            moved += lines.len() as u64;
+            std::fs::remove_file(&file.path)?;
+        }
+        Ok(moved)
     }
 
     /// Whether the index of who read each patient is brought up to date behind the reads

@@ -42,3 +42,11 @@ impl From<sqlx::Error> for StoreError {
         }
     }
 }
+
+/// A file of the store's own beside an SQLite database (the journal of reads) could not be
+/// written or read: a full disk, a directory the server may not write to. It may do later.
+impl From<std::io::Error> for StoreError {
+    fn from(err: std::io::Error) -> Self {
+        StoreError::Unavailable(format!("a file beside the database: {err}"))
+    }
+}

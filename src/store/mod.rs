@@ -13,6 +13,7 @@ pub mod catalogue;
 mod error;
 pub mod events;
 pub mod idempotency;
+mod journal;
 pub mod labels;
 pub mod locations;
 pub mod patient_record;
@@ -167,6 +168,9 @@ pub struct Store {
     reader: warm::Reader,
     /// The reader's warm connections, given back to the pool as it closes.
     warm: std::sync::Arc<warm::Warm>,
+    /// SQLite in a file: the journals of reads not yet moved into the audit log (see
+    /// [`journal`]).
+    journal: Option<std::sync::Arc<journal::Journal>>,
 }
 
 impl Store {
@@ -228,6 +232,7 @@ impl Store {
                     .await
                     .map_err(StoreError::from_connect)?;
                 let warm = std::sync::Arc::new(warm::Warm::new(pool.max_connections));
+                let file = sqlite_file(&url)?;
                 Store {
                     reader: warm::Reader::new(read.clone(), warm.clone()),
                     warm,
@@ -237,8 +242,12 @@ impl Store {
                     committed: Default::default(),
                     url: url.clone(),
                     credentials: std::sync::Arc::new(tokens::CredentialWatch::sqlite(
-                        sqlite_file(&url)?.as_deref(),
+                        file.as_deref(),
                     )),
+                    journal: file
+                        .as_deref()
+                        .and_then(journal::Journal::beside)
+                        .map(std::sync::Arc::new),
                 }
             }
             Engine::Postgres => {
@@ -256,6 +265,7 @@ impl Store {
                     committed: Default::default(),
                     url: url.clone(),
                     credentials: Default::default(),
+                    journal: None,
                 }
             }
         };
@@ -340,6 +350,9 @@ impl Store {
     pub async fn backup_to(&self, path: &str) -> StoreResult<()> {
         match self.engine {
             Engine::Sqlite => {
+                // Reads left in the journals of servers gone go in first; a running
+                // server's last second of them is in its own (see [`journal`]).
+                self.move_reads().await?;
                 sqlx::query("VACUUM INTO $1")
                     .bind(path)
                     .execute(&self.read)
@@ -394,6 +407,9 @@ impl Store {
 
     /// Closes the pools, waiting for connections in use to be returned.
     pub async fn close(&self) {
+        if let Err(error) = self.move_reads().await {
+            tracing::warn!(%error, "could not move the journal of reads into the audit log: the next start will");
+        }
         self.warm.close();
         self.write.close().await;
         self.read.close().await;

@@ -542,3 +542,62 @@ pub async fn migrate_to(pool: &sqlx::AnyPool, engine: Engine, version: i64) {
         .await
         .unwrap_or_else(|e| panic!("migrate to {version}: {e}"));
 }
+
+/// While it lives, the SQLite test database's directory takes no new file, as a full disk
+/// would refuse one: the server's journal of reads cannot be made, so no read can be recorded
+/// (src/store/journal.rs). `chmod` stops a user; root, whom it does not stop, is stopped with
+/// the directory's immutable flag (`chattr +i`, on the file systems that have it). Fails the
+/// test when neither holds.
+pub struct NoNewFiles(std::path::PathBuf);
+
+impl NoNewFiles {
+    pub async fn in_the_database_directory_of(app: &TestApp) -> NoNewFiles {
+        use std::os::unix::fs::PermissionsExt;
+        let file = app
+            .database_url
+            .strip_prefix("sqlite://")
+            .expect("an SQLite database in a file");
+        let dir = std::path::Path::new(file)
+            .parent()
+            .expect("a directory")
+            .to_owned();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).expect("chmod");
+        let refused = |dir: &std::path::Path| std::fs::File::create(dir.join("probe")).is_err();
+        if !refused(&dir) {
+            let _ = std::fs::remove_file(dir.join("probe"));
+            let status = std::process::Command::new("chattr")
+                .arg("+i")
+                .arg(&dir)
+                .status()
+                .expect("chattr");
+            assert!(status.success(), "chattr +i {}", dir.display());
+        }
+        let guard = NoNewFiles(dir);
+        assert!(
+            refused(&guard.0),
+            "{} still takes new files",
+            guard.0.display()
+        );
+        // A journal already open is set aside by a listing of the log: the next read needs
+        // a new one.
+        let _ = app
+            .gql(
+                Some(&app.admin_token),
+                "{ auditEvents { data { id } } }",
+                serde_json::json!({}),
+            )
+            .await;
+        guard
+    }
+}
+
+impl Drop for NoNewFiles {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .arg(&self.0)
+            .status();
+        let _ = std::fs::set_permissions(&self.0, std::fs::Permissions::from_mode(0o755));
+    }
+}

@@ -1,8 +1,10 @@
 //! Records the reads of queries in the audit log before their data leaves: many requests'
-//! reads to one transaction, so that a busy server pays one commit for a batch of queries
-//! rather than one each, and every response still waits for its own reads to be on disk.
-//! On SQLite, the index of who read each patient is brought up to date behind them, many
-//! requests at a time (see [`Store::record_reads`] and [`Store::index_reads`]).
+//! reads to one commit (on SQLite, one flush of its journal of reads), so that a busy server
+//! pays one for a batch of queries rather than one each, and every response still waits for
+//! its own reads to be on disk. On SQLite, the journal is moved into the audit log and the
+//! index of who read each patient brought up to date behind them, about once a second, many
+//! requests at a time (see [`Store::record_reads`], [`Store::move_reads`] and
+//! [`Store::index_reads`]).
 
 use std::time::Duration;
 
@@ -26,8 +28,9 @@ const INDEX_BATCH: (i64, i64, i64) = (100, 10, 500);
 const INDEX_QUICK: Duration = Duration::from_millis(2);
 const INDEX_SLOW: Duration = Duration::from_millis(6);
 
-/// How often the index of who read each patient is brought up to date: the reads of the
-/// last second are found by a look at each of them instead.
+/// How often the journal of reads is moved into the audit log and the index of who read each
+/// patient brought up to date: the reads of the last second are found by a look at each of
+/// them instead.
 const INDEX_EVERY: Duration = Duration::from_secs(1);
 
 /// One request's reads, and where to say whether they were recorded.
@@ -91,9 +94,10 @@ impl ReadAudit {
     }
 }
 
-/// Brings the index of who read each patient up to date every [`INDEX_EVERY`], while the
-/// writer of reads lives (`alive`), a batch at a time until it has caught up, pausing
-/// between two batches as long as the last one took.
+/// Moves the journal of reads into the audit log and brings the index of who read each
+/// patient up to date every [`INDEX_EVERY`] (the first time at once: what a server gone left
+/// behind), while the writer of reads lives (`alive`), a batch at a time until it has caught
+/// up, pausing between two batches as long as the last one took.
 fn index(store: Store, alive: mpsc::WeakSender<Pending>) {
     tokio::spawn(async move {
         let mut every = tokio::time::interval(INDEX_EVERY);
@@ -103,6 +107,9 @@ fn index(store: Store, alive: mpsc::WeakSender<Pending>) {
             every.tick().await;
             if alive.upgrade().is_none() || store.is_closed() {
                 return;
+            }
+            if let Err(error) = store.move_reads().await {
+                tracing::warn!(%error, "could not move the journal of reads into the audit log");
             }
             loop {
                 let started = std::time::Instant::now();
