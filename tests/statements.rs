@@ -34,7 +34,7 @@ const BACKGROUND: &[&str] = &[
     "event_floors",
     "audit_reads_indexed",
     "INSERT OR IGNORE INTO audit_read_patients",
-    "INSERT OR IGNORE INTO audit_reads ",
+    "ON CONFLICT (practice_id, id) DO NOTHING",
 ];
 
 impl<S: Subscriber> Layer<S> for CountStatements {

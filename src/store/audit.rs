@@ -19,6 +19,10 @@ const EVENT_COLUMNS: &str = "id, at, actor_type, actor_id, actor_name, action, o
 /// few hundred kilobytes at most.
 const ROWS_PER_STATEMENT: usize = 1000;
 
+/// Journals of reads that no process writes any more taken up by one move, at most: each is
+/// an open file while it waits its turn.
+const ORPHANS_A_MOVE: usize = 16;
+
 /// What kind of actor did something.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ActorKind {
@@ -432,8 +436,11 @@ impl Store {
     /// patients into the index later, in its order. Either way, "who read this patient"
     /// finds the read from the moment it is recorded.
     ///
-    /// SQLite in a file: the rows are appended to this server's journal of reads and flushed
-    /// instead, and [`Store::move_reads`] inserts them later (see [`super::journal`]).
+    /// SQLite in a file (the one case not in memory): the rows are appended to this server's
+    /// journal of reads and flushed instead, one flush for the batch, and
+    /// [`Store::move_reads`] inserts them later (see [`super::journal`]): this server lists
+    /// them at once (it moves its journal first), another server on the same file once this
+    /// one has moved them, within about a second.
     pub async fn record_reads(&self, batch: &[Reads]) -> StoreResult<()> {
         let at = now_ms();
         if let Some(journal) = &self.journal {
@@ -529,11 +536,14 @@ impl Store {
         Ok(())
     }
 
-    /// SQLite in a file: moves the reads of this server's journal, and of journals that
-    /// servers gone left behind, into `audit_reads` (see [`super::journal`]), and removes
-    /// the files; returns how many requests' reads it moved. A line already moved (by a mover
-    /// that died before it removed its file) is one row still. On a failure the files stay,
-    /// to be moved by the next call (or the next server). Elsewhere: nothing to move, 0.
+    /// SQLite in a file: moves the reads of this server's journal, and of up to
+    /// [`ORPHANS_A_MOVE`] journals that no process writes any more, into `audit_reads` (see
+    /// [`super::journal`]), and removes the files; returns how many requests' reads it moved.
+    /// A line already moved (by a mover that died before it removed its file) is one row
+    /// still. A file that fails for a passing reason (the database busy, a full disk) stays,
+    /// to be moved by the next call (or the next server), and the others are moved all the
+    /// same; the first such failure is returned. A file the log refuses is set aside for an
+    /// operator ([`super::journal::Journal::quarantine`]). Elsewhere: nothing to move, 0.
     pub async fn move_reads(&self) -> StoreResult<u64> {
         let Some(journal) = &self.journal else {
             return Ok(0);
@@ -543,47 +553,102 @@ impl Store {
             let journal = journal.clone();
             tokio::task::spawn_blocking(move || {
                 let mut files: Vec<_> = journal.set_aside().into_iter().collect();
-                files.extend(journal.orphans()?);
+                files.extend(journal.orphans(ORPHANS_A_MOVE)?);
                 std::io::Result::Ok(files)
             })
             .await
             .map_err(std::io::Error::other)??
         };
-        let sql = format!(
-            "INSERT OR IGNORE INTO audit_reads (practice_id, {READ_COLUMNS}) \
-             SELECT r.value->>0, r.value->>1, r.value->>2, r.value->>3, r.value->>4, \
-             r.value->>5, r.value->>6 FROM {}",
-            self.engine.json_rows(1, false)
-        );
         let mut moved = 0;
+        let mut failed = None;
         // A file at a time (about a second of reads each), read into memory only when its
         // turn comes.
         for file in found {
-            let (contents, file) = tokio::task::spawn_blocking(move || {
-                let mut file = file;
-                std::io::Result::Ok((file.contents()?, file))
-            })
-            .await
-            .map_err(std::io::Error::other)??;
-            let (lines, left_out) = super::journal::lines(&contents);
-            if left_out > 0 {
-                tracing::warn!(
-                    left_out,
-                    file = %file.path.display(),
-                    "lines of a journal of reads could not be read (one cut short by a crash was never answered)"
-                );
+            match self.move_journal(journal, file).await {
+                Ok(count) => moved += count,
+                Err(error) => {
+                    tracing::warn!(%error, "could not move a journal of reads into the audit log: it is tried again");
+                    failed.get_or_insert(error);
+                }
             }
-            for chunk in lines.chunks(ROWS_PER_STATEMENT) {
-                // Each chunk commits alone: the one writer is held a chunk at a time.
-                sqlx::query(sqlx::AssertSqlSafe(sql.as_str()))
-                    .bind(format!("[{}]", chunk.join(",")))
-                    .execute(&self.write)
-                    .await?;
-            }
-            moved += lines.len() as u64;
-            std::fs::remove_file(&file.path)?;
         }
-        Ok(moved)
+        match failed {
+            Some(error) => Err(error),
+            None => Ok(moved),
+        }
+    }
+
+    /// Moves one journal's lines into `audit_reads` and removes it; see [`Store::move_reads`].
+    async fn move_journal(
+        &self,
+        journal: &std::sync::Arc<super::journal::Journal>,
+        file: super::journal::Open,
+    ) -> StoreResult<u64> {
+        let (contents, file) = tokio::task::spawn_blocking(move || {
+            let mut file = file;
+            std::io::Result::Ok((file.contents()?, file))
+        })
+        .await
+        .map_err(std::io::Error::other)??;
+        let lines = super::journal::lines(&contents);
+        let refused = |why: &str| {
+            let to = journal.quarantine(&file);
+            tracing::error!(
+                file = %file.path.display(),
+                set_aside_as = %to.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|e| e.to_string()),
+                why,
+                "a journal of reads cannot be moved into the audit log: it is set aside, its reads are not listed"
+            );
+        };
+        if lines.damaged > 0 {
+            refused("lines that are not a request's reads");
+            return Ok(0);
+        }
+        if lines.cut_short {
+            tracing::info!(
+                file = %file.path.display(),
+                "a journal of reads ends in a line cut short by a crash (never answered): left out"
+            );
+        }
+        let sql = format!(
+            "INSERT INTO audit_reads (practice_id, {READ_COLUMNS}) \
+             SELECT r.value->>0, r.value->>1, r.value->>2, r.value->>3, r.value->>4, \
+             r.value->>5, r.value->>6 FROM {} WHERE true \
+             ON CONFLICT (practice_id, id) DO NOTHING",
+            self.engine.json_rows(1, false)
+        );
+        for chunk in lines.whole.chunks(ROWS_PER_STATEMENT) {
+            // Each chunk commits alone: the one writer is held a chunk at a time.
+            let inserted = sqlx::query(sqlx::AssertSqlSafe(sql.as_str()))
+                .bind(format!("[{}]", chunk.join(",")))
+                .execute(&self.write)
+                .await;
+            match inserted {
+                Ok(_) => {}
+                Err(sqlx::Error::Database(error))
+                    if matches!(
+                        error.kind(),
+                        sqlx::error::ErrorKind::ForeignKeyViolation
+                            | sqlx::error::ErrorKind::NotNullViolation
+                            | sqlx::error::ErrorKind::CheckViolation
+                    ) =>
+                {
+                    refused(error.message());
+                    return Ok(0);
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+        let path = file.path.clone();
+        tokio::task::spawn_blocking(move || match std::fs::remove_file(&path) {
+            // Another mover that took it too (both found it let go) removed it.
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error),
+            _ => Ok(()),
+        })
+        .await
+        .map_err(std::io::Error::other)??;
+        drop(file);
+        Ok(lines.whole.len() as u64)
     }
 
     /// Whether the index of who read each patient is brought up to date behind the reads

@@ -13,15 +13,18 @@
 //!
 //! - a process that records reads makes one (under another name, `-reading-`, locked, then
 //!   renamed into place and the directory flushed, so that a file under the journal's name is
-//!   always locked by a live process or left by one that is gone) and holds its exclusive
-//!   `flock` for as long as it writes to it;
+//!   locked by the live process writing it, or is one no process writes any more: left by a
+//!   process gone, or let go after a failed write or move) and holds its exclusive `flock`
+//!   for as long as it writes to it, with the file readable by its own user alone;
 //! - each batch of reads is appended as one line of JSON per request (`[practice, id, at,
 //!   actor type, actor id, actor name, reads]`, the columns of `audit_reads`) and flushed
 //!   with `fdatasync` before any of its requests is answered;
 //! - about once a second, and before the audit log is listed or the database backed up, the
 //!   file being written is set aside (the next batch starts a new one), its lines are inserted
-//!   into `audit_reads` (`INSERT OR IGNORE`, by their key: a line inserted twice is one row),
-//!   and then the file is removed;
+//!   into `audit_reads` (`ON CONFLICT DO NOTHING` on their key: a line inserted twice is one
+//!   row), and then the file is removed; a file the log refuses (a damaged line, a row the
+//!   database will not take) is renamed `<database>-unmoved-reads-<id>` and logged as an
+//!   error, for an operator;
 //! - files whose lock is free were left by a process that is gone (a crash, a `kill -9`):
 //!   whoever takes the lock first moves them the same way. A last line cut short by a crash
 //!   was never flushed, so no response waited for it, and it is left out.
@@ -33,6 +36,9 @@ use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io::{Read as _, Seek, Write};
 use std::path::{Path, PathBuf};
+
+/// How old a journal left half-made must be before a mover removes it.
+const HALF_MADE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A journal file, open for appending, locked by this process.
 #[derive(Debug)]
@@ -61,6 +67,9 @@ pub(super) struct Journal {
     prefix: OsString,
     /// The database's file name followed by `-reading-`: a journal being made.
     making: OsString,
+    /// The database's file name followed by `-unmoved-reads-`: a journal the audit log
+    /// refused, set aside for an operator.
+    unmoved: OsString,
     /// The database's file, whose owner the journals take.
     database: PathBuf,
     /// The journal being written, once a batch has come.
@@ -84,6 +93,7 @@ impl Journal {
             dir,
             prefix: with("-reads-"),
             making: with("-reading-"),
+            unmoved: with("-unmoved-reads-"),
             database,
             current: Default::default(),
             moving: Default::default(),
@@ -92,8 +102,10 @@ impl Journal {
 
     /// Appends `lines` to the journal being written, making one if there is none, and
     /// flushes them to disk. Blocking: run it on a blocking thread. After a failure the file
-    /// is let go (with its lock: it is then moved as one left by a process gone, without a
-    /// line a failed write may have cut short), and the next batch starts a new one.
+    /// is let go (with its lock: it is then moved as one left by a process gone, its whole
+    /// lines, those of the failed batch among them, without one a failed write may have cut
+    /// short: reads never answered may so be recorded, never reads answered left out), and
+    /// the next batch starts a new one.
     pub(super) fn append(&self, lines: &[u8]) -> std::io::Result<()> {
         let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
         let mut open = match current.take() {
@@ -118,11 +130,16 @@ impl Journal {
         }
     }
 
-    /// The journals that no live process holds, each locked now by this one; journals left
-    /// half-made are removed (they never held a read).
-    pub(super) fn orphans(&self) -> std::io::Result<Vec<Open>> {
+    /// Up to `most` journals that no live process holds, each locked now by this one;
+    /// journals left half-made a minute ago and more are removed (they never held a read; a
+    /// younger one may be a live process's, between its making and its lock). An entry that
+    /// cannot be opened or locked (another user's, a directory) is logged and passed over.
+    pub(super) fn orphans(&self, most: usize) -> std::io::Result<Vec<Open>> {
         let mut found = Vec::new();
         for entry in std::fs::read_dir(&self.dir)? {
+            if found.len() >= most {
+                break;
+            }
             let entry = entry?;
             let name = entry.file_name();
             let bytes = name.as_encoded_bytes();
@@ -131,25 +148,68 @@ impl Journal {
                 continue;
             }
             let path = entry.path();
-            let file = match OpenOptions::new().read(true).append(true).open(&path) {
-                Ok(file) => file,
-                // Moved meanwhile by another process.
-                Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(error) => return Err(error),
-            };
-            match file.try_lock() {
-                Ok(()) => {}
-                Err(std::fs::TryLockError::WouldBlock) => continue,
-                Err(std::fs::TryLockError::Error(error)) => return Err(error),
+            match self.take(&path, making) {
+                Ok(Some(open)) => found.push(open),
+                Ok(None) => {}
+                Err(error) => tracing::warn!(
+                    %error,
+                    file = %path.display(),
+                    "cannot take up a journal of reads left beside the database"
+                ),
             }
-            if making {
-                let _ = std::fs::remove_file(&path);
-                continue;
-            }
-            let len = file.metadata()?.len();
-            found.push(Open { file, path, len });
         }
         Ok(found)
+    }
+
+    /// The journal at `path`, locked, if no live process holds it and it is still the file
+    /// the path names (another mover may have removed it meanwhile); a half-made one is
+    /// removed instead.
+    fn take(&self, path: &Path, making: bool) -> std::io::Result<Option<Open>> {
+        use std::os::unix::fs::MetadataExt;
+        let file = match OpenOptions::new().read(true).append(true).open(path) {
+            Ok(file) => file,
+            // Moved meanwhile by another process.
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => return Ok(None),
+            Err(std::fs::TryLockError::Error(error)) => return Err(error),
+        }
+        let open = file.metadata()?;
+        let Ok(named) = std::fs::metadata(path) else {
+            return Ok(None);
+        };
+        if (open.dev(), open.ino()) != (named.dev(), named.ino()) {
+            return Ok(None);
+        }
+        if making {
+            let old = open
+                .modified()
+                .ok()
+                .and_then(|at| at.elapsed().ok())
+                .is_some_and(|age| age >= HALF_MADE);
+            if old {
+                let _ = std::fs::remove_file(path);
+            }
+            return Ok(None);
+        }
+        Ok(Some(Open {
+            file,
+            path: path.to_owned(),
+            len: open.len(),
+        }))
+    }
+
+    /// Renames a journal that cannot be moved into the audit log (a line that is not one, a
+    /// row the database refuses) out of the movers' way, for an operator to look at.
+    pub(super) fn quarantine(&self, open: &Open) -> std::io::Result<PathBuf> {
+        let mut name = self.unmoved.clone();
+        name.push(super::new_id());
+        let to = self.dir.join(name);
+        std::fs::rename(&open.path, &to)?;
+        Ok(to)
     }
 
     /// A new journal: made under a name no mover looks at, locked, renamed into place, and
@@ -162,11 +222,12 @@ impl Journal {
             self.dir.join(name)
         };
         let (making, path) = (named(&self.making), named(&self.prefix));
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create_new(true)
-            .open(&making)?;
+        // Patient data: readable by the server's user alone.
+        let file = std::os::unix::fs::OpenOptionsExt::mode(
+            OpenOptions::new().read(true).append(true).create_new(true),
+            0o600,
+        )
+        .open(&making)?;
         file.try_lock().map_err(|error| match error {
             std::fs::TryLockError::Error(error) => error,
             std::fs::TryLockError::WouldBlock => std::io::Error::new(
@@ -192,26 +253,37 @@ impl Journal {
 /// id, actor name, reads).
 pub(super) type Line = (String, String, i64, String, String, Option<String>, String);
 
-/// The whole lines of a journal, and how many were left out: a last line without its end
-/// (cut short by a crash, never flushed, never answered), and any line that is not a
-/// [`Line`] in JSON.
-pub(super) fn lines(bytes: &[u8]) -> (Vec<&str>, usize) {
-    let mut whole = Vec::new();
-    let mut left_out = 0;
+/// What a journal holds: its whole lines, whether its last line was cut short (by a crash
+/// in the middle of a write: never flushed, so never answered), and how many whole lines are
+/// not a [`Line`] in JSON (which nothing but damage to the file makes).
+#[derive(Debug, PartialEq)]
+pub(super) struct Lines<'a> {
+    pub(super) whole: Vec<&'a str>,
+    pub(super) cut_short: bool,
+    pub(super) damaged: usize,
+}
+
+/// The lines of a journal.
+pub(super) fn lines(bytes: &[u8]) -> Lines<'_> {
+    let mut found = Lines {
+        whole: Vec::new(),
+        cut_short: false,
+        damaged: 0,
+    };
     let mut rest = bytes;
     while !rest.is_empty() {
         let Some(end) = rest.iter().position(|b| *b == b'\n') else {
-            left_out += 1;
+            found.cut_short = true;
             break;
         };
         let line = &rest[..end];
         rest = &rest[end + 1..];
         match std::str::from_utf8(line) {
-            Ok(text) if serde_json::from_str::<Line>(text).is_ok() => whole.push(text),
-            _ => left_out += 1,
+            Ok(text) if serde_json::from_str::<Line>(text).is_ok() => found.whole.push(text),
+            _ => found.damaged += 1,
         }
     }
-    (whole, left_out)
+    found
 }
 
 #[cfg(test)]
@@ -250,7 +322,7 @@ mod tests {
         assert_eq!(listed.len(), 1, "{listed:?}");
         assert!(listed[0].starts_with("practice.db-reads-"), "{listed:?}");
         assert!(
-            journal.orphans().expect("orphans").is_empty(),
+            journal.orphans(16).expect("orphans").is_empty(),
             "a live journal is no orphan"
         );
 
@@ -272,15 +344,30 @@ mod tests {
         std::fs::write(dir.path().join("practice.db-reading-x"), b"").expect("half made");
         std::fs::write(dir.path().join("other.db-reads-x"), b"[9]\n").expect("another db's");
 
-        let mut orphans = journal.orphans().expect("orphans");
+        let mut orphans = journal.orphans(16).expect("orphans");
         assert_eq!(orphans.len(), 1);
         assert_eq!(orphans[0].path, path);
         assert_eq!(orphans[0].contents().expect("read"), b"[1]\n");
         assert!(
-            journal.orphans().expect("orphans").is_empty(),
+            journal.orphans(16).expect("orphans").is_empty(),
             "one mover holds it"
         );
-        assert!(!dir.path().join("practice.db-reading-x").exists());
+        assert!(
+            dir.path().join("practice.db-reading-x").exists(),
+            "a journal half-made a moment ago may be a live process's"
+        );
+        let file = File::options()
+            .write(true)
+            .open(dir.path().join("practice.db-reading-x"))
+            .expect("open");
+        file.set_modified(std::time::SystemTime::now() - HALF_MADE)
+            .expect("aged");
+        drop(file);
+        assert!(journal.orphans(16).expect("orphans").is_empty());
+        assert!(
+            !dir.path().join("practice.db-reading-x").exists(),
+            "an old one is removed"
+        );
         assert!(dir.path().join("other.db-reads-x").exists());
     }
 
@@ -300,13 +387,19 @@ mod tests {
     }
 
     #[test]
-    fn a_line_cut_short_or_not_json_is_left_out() {
+    fn a_line_cut_short_is_told_from_a_damaged_one() {
         let one = r#"["p","1",5,"token","t",null,"[]"]"#;
         let two = r#"["p","2",6,"user","u","Ann","[]"]"#;
         let text = format!("{one}\nnot json\n[1,2]\n{two}\n[\"p\",\"3\",7,\"tok");
-        let (whole, left_out) = lines(text.as_bytes());
-        assert_eq!(whole, vec![one, two]);
-        assert_eq!(left_out, 3);
-        assert_eq!(lines(b""), (vec![], 0));
+        assert_eq!(
+            lines(text.as_bytes()),
+            Lines {
+                whole: vec![one, two],
+                cut_short: true,
+                damaged: 2
+            }
+        );
+        let empty = lines(b"");
+        assert!(empty.whole.is_empty() && !empty.cut_short && empty.damaged == 0);
     }
 }

@@ -461,6 +461,130 @@ async fn nothing_happens_that_the_log_cannot_record(#[case] engine: Engine) {
     );
 }
 
+/// SQLite: while the audit log refuses reads, they wait in the server's journal of reads
+/// (src/store/journal.rs): on disk, so served; the log cannot be listed meanwhile; once it
+/// takes them again, each is listed once and no journal is left.
+#[tokio::test]
+async fn sqlite_keeps_reads_in_its_journal_while_the_log_refuses_them() {
+    let app = spawn!(Engine::Sqlite);
+    let patient = app.patient("Ada", "Lovelace").await;
+    break_the_audit_log(&app, Engine::Sqlite).await;
+    for _ in 0..2 {
+        let read = app
+            .post_json(
+                Some(&app.admin_token),
+                &json!({ "query": "query($id: ID!) { patient(id: $id) { firstName } }", "variables": { "id": patient } }),
+            )
+            .await;
+        assert_eq!(read.status.as_u16(), 200, "{}", read.body);
+        assert_eq!(read.body["data"]["patient"]["firstName"], "Ada");
+        let listed = app
+            .gql(
+                Some(&app.admin_token),
+                EVENTS,
+                json!({ "p": patient, "g": { "pageSize": 10 } }),
+            )
+            .await;
+        assert!(listed["data"]["auditEvents"].is_null(), "{listed}");
+        assert_eq!(error_code(&listed), "INTERNAL_SERVER_ERROR", "{listed}");
+        assert!(
+            !listed.to_string().contains("audit log refused"),
+            "{listed}"
+        );
+    }
+    mend_the_audit_log(&app).await;
+    let trail = events(&app, json!({ "p": patient })).await;
+    assert_eq!(
+        summary(&trail),
+        vec![
+            event("token", "read", "patient", "patient"),
+            event("token", "read", "patient", "patient"),
+            event("token", "create", "createPatient", "patient"),
+        ]
+    );
+    let dir = std::path::Path::new(app.database_url.trim_start_matches("sqlite://"))
+        .parent()
+        .expect("dir")
+        .to_owned();
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|name| name.contains("reads-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// SQLite: journals of reads left beside the database by processes gone are moved into the
+/// log by the next one, a line moved twice is one row, a line cut short by a crash is left
+/// out, and a journal the log refuses (a damaged line, a practice the database does not
+/// have) is set aside as `-unmoved-reads-` rather than lost or tried for ever.
+#[tokio::test]
+async fn journals_left_behind_are_moved_once_and_those_refused_set_aside() {
+    use practice_api::admin;
+    use practice_api::store::{PoolSettings, Store};
+
+    let Some(db) = crate::helpers::TestDatabase::new(Engine::Sqlite).await else {
+        return;
+    };
+    let store = Store::open(&db.url, &PoolSettings::default())
+        .await
+        .expect("open");
+    let practice = admin::practice(&store, None).await.expect("practice").id;
+    let file = db.url.trim_start_matches("sqlite://").to_owned();
+    let dir = std::path::Path::new(&file)
+        .parent()
+        .expect("dir")
+        .to_owned();
+    let line = |practice: &str, id: &str| {
+        json!([
+            practice,
+            id,
+            1_700_000_000_000_i64,
+            "token",
+            "t1",
+            "reader",
+            json!([["patient", "patient", "ada", "ada"]]).to_string()
+        ])
+        .to_string()
+    };
+    let one = line(&practice, "01900000-0000-7000-8000-000000000001");
+    let two = line(&practice, "01900000-0000-7000-8000-000000000002");
+    let journal = |name: &str, text: String| {
+        std::fs::write(format!("{file}-reads-{name}"), text).expect("write")
+    };
+    // The same line in two journals (a mover died before removing the first), and one cut
+    // short after the whole ones.
+    journal(
+        "a",
+        format!("{one}\n{two}\n[\"{practice}\", \"01900000-0000-7000"),
+    );
+    journal("b", format!("{one}\n"));
+    journal("damaged", format!("{one}\nnot a line\n"));
+    journal(
+        "stranger",
+        format!(
+            "{}\n",
+            line("no-such-practice", "01900000-0000-7000-8000-000000000009")
+        ),
+    );
+
+    let moved = store.move_reads().await.expect("moved");
+    assert_eq!(moved, 3, "whole lines of the journals taken");
+    let trail = trail_at_the_store(&store, &practice, "ada").await;
+    assert_eq!(trail, vec!["patient ada", "patient ada"], "each line once");
+    let mut left: Vec<String> = std::fs::read_dir(&dir)
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|name| name.contains("reads-"))
+        .collect();
+    left.sort();
+    assert_eq!(left.len(), 2, "{left:?}");
+    assert!(
+        left.iter().all(|name| name.contains("-unmoved-reads-")),
+        "{left:?}"
+    );
+}
+
 /// Who read a patient is found from the moment the read is recorded: on SQLite, before and
 /// after the index of who read each patient catches up with it (`Store::index_reads`, which
 /// a server runs in the background); on PostgreSQL, which indexes each read as it records it.

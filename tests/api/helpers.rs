@@ -561,6 +561,8 @@ impl NoNewFiles {
             .parent()
             .expect("a directory")
             .to_owned();
+        // Made first, so that a failure below still gives the directory back.
+        let guard = NoNewFiles(dir.clone());
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).expect("chmod");
         let refused = |dir: &std::path::Path| std::fs::File::create(dir.join("probe")).is_err();
         if !refused(&dir) {
@@ -569,10 +571,9 @@ impl NoNewFiles {
                 .arg("+i")
                 .arg(&dir)
                 .status()
-                .expect("chattr");
+                .expect("chattr (e2fsprogs)");
             assert!(status.success(), "chattr +i {}", dir.display());
         }
-        let guard = NoNewFiles(dir);
         assert!(
             refused(&guard.0),
             "{} still takes new files",

@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::store::Store;
 use crate::store::audit::Reads;
 
-/// Most requests whose reads share one commit.
+/// Most requests whose reads share one commit (on SQLite, one flush of its journal).
 const MAX_BATCH: usize = 256;
 
 /// Requests waiting to have their reads recorded, at most.
@@ -23,7 +23,7 @@ const QUEUE: usize = 4096;
 /// and most (a page of 100 patients is 100 entries: 500 requests' sorting stays within a
 /// few megabytes). In between, the batch doubles while a transaction takes less than
 /// [`INDEX_QUICK`] and halves when one takes more than [`INDEX_SLOW`]: SQLite's one writer
-/// waits for it, and with it every response whose reads are being recorded.
+/// waits for it, and with it every write (reads go to the journal, not to the writer).
 const INDEX_BATCH: (i64, i64, i64) = (100, 10, 500);
 const INDEX_QUICK: Duration = Duration::from_millis(2);
 const INDEX_SLOW: Duration = Duration::from_millis(6);
@@ -39,8 +39,9 @@ struct Pending {
     done: oneshot::Sender<bool>,
 }
 
-/// The writer of reads: a task that takes whatever has queued up, records it in one
-/// transaction and answers each request.
+/// The writer of reads: a task that takes whatever has queued up, records it at once (one
+/// transaction; on SQLite in a file, one append to its journal and one flush) and answers
+/// each request.
 #[derive(Clone, Debug)]
 pub struct ReadAudit {
     queue: mpsc::Sender<Pending>,
@@ -80,8 +81,8 @@ impl ReadAudit {
         self.queue.max_capacity() - self.queue.capacity()
     }
 
-    /// Records one request's reads; true once they are committed, false if they could not
-    /// be.
+    /// Records one request's reads; true once they are on disk (committed, or flushed to
+    /// SQLite's journal of reads), false if they could not be.
     pub async fn record(&self, reads: Reads) -> bool {
         if reads.reads.is_empty() {
             return true;
