@@ -8,8 +8,10 @@
 use sqlx::{Any, FromRow, Transaction};
 
 use super::idempotency::Key;
+use super::journal::Line;
 use super::{
-    Args, Engine, Page, PageRequest, PracticeStore, Store, StoreError, StoreResult, new_id, now_ms,
+    Args, Engine, Page, PageRequest, PracticeStore, Store, StoreError, StoreResult, blocking,
+    new_id, now_ms,
 };
 
 const EVENT_COLUMNS: &str = "id, at, actor_type, actor_id, actor_name, action, operation, \
@@ -160,6 +162,21 @@ pub struct Reads {
     pub practice_id: String,
     pub actor: Actor,
     pub reads: Vec<Read>,
+}
+
+impl Reads {
+    /// The request's row of `audit_reads`, under a new id, as read at `at`.
+    fn row(&self, at: i64) -> Line {
+        (
+            self.practice_id.clone(),
+            new_id(),
+            at,
+            self.actor.kind.as_str().to_owned(),
+            self.actor.id.clone(),
+            self.actor.name.clone(),
+            Read::to_json(&self.reads),
+        )
+    }
 }
 
 /// A recorded event.
@@ -443,82 +460,55 @@ impl Store {
     /// one has moved them, within about a second.
     pub async fn record_reads(&self, batch: &[Reads]) -> StoreResult<()> {
         let at = now_ms();
+        let requests: Vec<(&Reads, Line)> = batch
+            .iter()
+            .filter(|r| !r.reads.is_empty())
+            .map(|reads| (reads, reads.row(at)))
+            .collect();
+        if requests.is_empty() {
+            return Ok(());
+        }
         if let Some(journal) = &self.journal {
             // SQLite in a file: appended to this server's journal and flushed, and moved
             // into `audit_reads` within a second ([`Store::move_reads`]).
             let mut lines = String::new();
-            for reads in batch.iter().filter(|r| !r.reads.is_empty()) {
-                let line: super::journal::Line = (
-                    reads.practice_id.clone(),
-                    new_id(),
-                    at,
-                    reads.actor.kind.as_str().to_owned(),
-                    reads.actor.id.clone(),
-                    reads.actor.name.clone(),
-                    Read::to_json(&reads.reads),
-                );
-                lines += &serde_json::to_string(&line).map_err(std::io::Error::other)?;
+            for (_, row) in &requests {
+                lines += &serde_json::to_string(row).map_err(std::io::Error::other)?;
                 lines.push('\n');
             }
-            if lines.is_empty() {
-                return Ok(());
-            }
             let journal = journal.clone();
-            return tokio::task::spawn_blocking(move || journal.append(lines.as_bytes()))
-                .await
-                .map_err(std::io::Error::other)?
-                .map_err(StoreError::from);
+            return blocking(move || journal.append(lines.as_bytes())).await;
         }
-        let mut rows = Vec::new();
-        // PostgreSQL: [practice, patient, read], an entry of the index each.
-        let mut reached = Vec::new();
-        for reads in batch.iter().filter(|r| !r.reads.is_empty()) {
-            let id = new_id();
-            if self.engine == Engine::Postgres {
-                let mut patients: Vec<&str> = reads
-                    .reads
-                    .iter()
-                    .filter_map(|read| read.patient_id.as_deref())
-                    .collect();
-                patients.sort_unstable();
-                patients.dedup();
-                reached.extend(
-                    patients
-                        .into_iter()
-                        .map(|patient| serde_json::json!([reads.practice_id, patient, id])),
-                );
-            }
-            rows.push(serde_json::json!([
-                reads.practice_id,
-                id,
-                reads.actor.kind.as_str(),
-                reads.actor.id,
-                reads.actor.name,
-                Read::to_json(&reads.reads),
-            ]));
-        }
-        if rows.is_empty() {
-            return Ok(());
-        }
-        let rows = serde_json::Value::Array(rows).to_string();
-        let reads = format!(
-            "INSERT INTO audit_reads (practice_id, {READ_COLUMNS}) \
-             SELECT r.value->>0, r.value->>1, $2, r.value->>2, r.value->>3, r.value->>4, \
-             r.value->>5 FROM {}",
-            self.engine.json_rows(1, false)
-        );
+        let rows: Vec<&Line> = requests.iter().map(|(_, row)| row).collect();
+        let rows = serde_json::to_string(&rows).map_err(std::io::Error::other)?;
         match self.engine {
             // One statement, which commits alone: a batch costs one round trip.
             Engine::Postgres => {
+                // [practice, patient, read], an entry of the index each.
+                let mut reached = Vec::new();
+                for (reads, row) in &requests {
+                    let mut patients: Vec<&str> = reads
+                        .reads
+                        .iter()
+                        .filter_map(|read| read.patient_id.as_deref())
+                        .collect();
+                    patients.sort_unstable();
+                    patients.dedup();
+                    reached.extend(
+                        patients
+                            .into_iter()
+                            .map(|patient| serde_json::json!([reads.practice_id, patient, row.1])),
+                    );
+                }
                 let sql = format!(
-                    "WITH reads AS ({reads}) \
+                    "WITH reads AS ({}) \
                      INSERT INTO audit_read_patients (practice_id, patient_id, read_id) \
                      SELECT r.value->>0, r.value->>1, r.value->>2 FROM {}",
-                    self.engine.json_rows(3, false)
+                    self.insert_reads(),
+                    self.engine.json_rows(2, false)
                 );
                 sqlx::query(sqlx::AssertSqlSafe(sql))
                     .bind(rows)
-                    .bind(at)
                     .bind(serde_json::Value::Array(reached).to_string())
                     .execute(&self.write)
                     .await?;
@@ -526,14 +516,24 @@ impl Store {
             // One statement, which commits alone; the index of who read each patient takes
             // the row later (see [`Store::index_reads`]).
             Engine::Sqlite => {
-                sqlx::query(sqlx::AssertSqlSafe(reads))
+                sqlx::query(sqlx::AssertSqlSafe(self.insert_reads()))
                     .bind(rows)
-                    .bind(at)
                     .execute(&self.write)
                     .await?;
             }
         }
         Ok(())
+    }
+
+    /// The insert of the requests' rows of `audit_reads` given as one JSON parameter (`$1`),
+    /// an array of [`Line`]s.
+    fn insert_reads(&self) -> String {
+        format!(
+            "INSERT INTO audit_reads (practice_id, {READ_COLUMNS}) \
+             SELECT r.value->>0, r.value->>1, CAST(r.value->>2 AS BIGINT), r.value->>3, \
+             r.value->>4, r.value->>5, r.value->>6 FROM {}",
+            self.engine.json_rows(1, false)
+        )
     }
 
     /// SQLite in a file: moves the reads of this server's journal, and of up to
@@ -551,13 +551,12 @@ impl Store {
         let _one_mover = journal.moving.lock().await;
         let found = {
             let journal = journal.clone();
-            tokio::task::spawn_blocking(move || {
+            blocking(move || {
                 let mut files: Vec<_> = journal.set_aside().into_iter().collect();
                 files.extend(journal.orphans(ORPHANS_A_MOVE)?);
-                std::io::Result::Ok(files)
+                Ok(files)
             })
-            .await
-            .map_err(std::io::Error::other)??
+            .await?
         };
         let mut moved = 0;
         let mut failed = None;
@@ -584,12 +583,11 @@ impl Store {
         journal: &std::sync::Arc<super::journal::Journal>,
         file: super::journal::Open,
     ) -> StoreResult<u64> {
-        let (contents, file) = tokio::task::spawn_blocking(move || {
+        let (contents, file) = blocking(move || {
             let mut file = file;
-            std::io::Result::Ok((file.contents()?, file))
+            Ok((file.contents()?, file))
         })
-        .await
-        .map_err(std::io::Error::other)??;
+        .await?;
         let lines = super::journal::lines(&contents);
         let refused = |why: &str| {
             let to = journal.quarantine(&file);
@@ -610,12 +608,10 @@ impl Store {
                 "a journal of reads ends in a line cut short by a crash (never answered): left out"
             );
         }
+        // (`WHERE true`: SQLite reads an ON CONFLICT after a bare FROM as the join's.)
         let sql = format!(
-            "INSERT INTO audit_reads (practice_id, {READ_COLUMNS}) \
-             SELECT r.value->>0, r.value->>1, r.value->>2, r.value->>3, r.value->>4, \
-             r.value->>5, r.value->>6 FROM {} WHERE true \
-             ON CONFLICT (practice_id, id) DO NOTHING",
-            self.engine.json_rows(1, false)
+            "{} WHERE true ON CONFLICT (practice_id, id) DO NOTHING",
+            self.insert_reads()
         );
         for chunk in lines.whole.chunks(ROWS_PER_STATEMENT) {
             // Each chunk commits alone: the one writer is held a chunk at a time.
@@ -640,13 +636,12 @@ impl Store {
             }
         }
         let path = file.path.clone();
-        tokio::task::spawn_blocking(move || match std::fs::remove_file(&path) {
+        blocking(move || match std::fs::remove_file(&path) {
             // Another mover that took it too (both found it let go) removed it.
             Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error),
             _ => Ok(()),
         })
-        .await
-        .map_err(std::io::Error::other)??;
+        .await?;
         drop(file);
         Ok(lines.whole.len() as u64)
     }

@@ -235,14 +235,7 @@ impl Journal {
                 "a new journal of reads is locked by another process",
             ),
         })?;
-        if let Ok(owner) = std::fs::metadata(&self.database) {
-            use std::os::unix::fs::MetadataExt;
-            let mine = file.metadata()?;
-            if (mine.uid(), mine.gid()) != (owner.uid(), owner.gid()) {
-                // Allowed to root only (a server run as root on a file of another user's).
-                let _ = std::os::unix::fs::fchown(&file, Some(owner.uid()), Some(owner.gid()));
-            }
-        }
+        super::owned_as(&file, &self.database)?;
         std::fs::rename(&making, &path)?;
         File::open(&self.dir)?.sync_all()?;
         Ok(Open { file, path, len: 0 })
@@ -250,7 +243,7 @@ impl Journal {
 }
 
 /// A line of a journal: a request's row of `audit_reads` (practice, id, at, actor type, actor
-/// id, actor name, reads).
+/// id, actor name, reads), as the insert of reads takes it too.
 pub(super) type Line = (String, String, i64, String, String, Option<String>, String);
 
 /// What a journal holds: its whole lines, whether its last line was cut short (by a crash

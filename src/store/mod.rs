@@ -139,6 +139,30 @@ fn sqlite_file(url: &str) -> StoreResult<Option<std::path::PathBuf>> {
     Ok((!in_memory).then(|| options.get_filename().to_path_buf()))
 }
 
+/// Gives `file`, made beside the SQLite `database`, the database's owner, as SQLite does with
+/// its `-wal` file: a command run as root then leaves a file the server can still write.
+/// Allowed to root only; anyone else made it as theirs already. Nothing to do without the
+/// database.
+fn owned_as(file: &std::fs::File, database: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    if let Ok(owner) = std::fs::metadata(database) {
+        let mine = file.metadata()?;
+        if (mine.uid(), mine.gid()) != (owner.uid(), owner.gid()) {
+            let _ = std::os::unix::fs::fchown(file, Some(owner.uid()), Some(owner.gid()));
+        }
+    }
+    Ok(())
+}
+
+/// Runs `work`, which blocks (files), on a blocking thread, off the runtime's.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> StoreResult<T> {
+    Ok(tokio::task::spawn_blocking(work)
+        .await
+        .map_err(std::io::Error::other)??)
+}
+
 /// How the store connects: pool size and how long to wait for a connection. The defaults
 /// are those of the command line (`config::DatabaseConfig`).
 #[derive(Clone, Debug)]

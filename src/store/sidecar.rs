@@ -164,13 +164,7 @@ impl Sidecar {
             .append(true)
             .create(true)
             .open(&self.path)?;
-        if let Ok(owner) = std::fs::metadata(&self.database) {
-            let mine = file.metadata()?;
-            if (mine.uid(), mine.gid()) != (owner.uid(), owner.gid()) {
-                // Allowed to root only; anyone else already made it as theirs.
-                let _ = std::os::unix::fs::fchown(&file, Some(owner.uid()), Some(owner.gid()));
-            }
-        }
+        super::owned_as(&file, &self.database)?;
         Ok(file)
     }
 

@@ -7,7 +7,9 @@ use rstest::rstest;
 use serde_json::{Value, json};
 use sqlx::Connection;
 
-use crate::helpers::{Engine, NoNewFiles, PASSWORD, TestApp, error_code};
+use crate::helpers::{
+    Engine, NoNewFiles, PASSWORD, Raw, TestApp, error_code, journals_of_reads, sqlite_directory,
+};
 use crate::spawn;
 
 const EVENTS: &str = "query($p: ID, $a: ID, $r: DateRange, $g: Pagination) {
@@ -333,6 +335,15 @@ async fn sign_ins_and_failed_attempts_are_recorded(#[case] engine: Engine) {
     );
 }
 
+/// The patient's first name, as the admin reads it.
+async fn read_first_name(app: &TestApp, patient: &str) -> Raw {
+    app.post_json(
+        Some(&app.admin_token),
+        &json!({ "query": "query($id: ID!) { patient(id: $id) { firstName } }", "variables": { "id": patient } }),
+    )
+    .await
+}
+
 /// Makes every insert into the audit log fail, as a full disk or a broken replica would.
 async fn break_the_audit_log(app: &TestApp, engine: Engine) {
     sqlx::any::install_default_drivers();
@@ -424,12 +435,7 @@ async fn nothing_happens_that_the_log_cannot_record(#[case] engine: Engine) {
     assert_eq!(error_code(&created), "INTERNAL_SERVER_ERROR", "{created}");
 
     // A read is withheld.
-    let read = app
-        .post_json(
-            Some(&app.admin_token),
-            &json!({ "query": "query($id: ID!) { patient(id: $id) { firstName } }", "variables": { "id": patient } }),
-        )
-        .await;
+    let read = read_first_name(&app, &patient).await;
     assert_eq!(read.status.as_u16(), 503, "{}", read.body);
     assert_eq!(read.code(), "SERVICE_UNAVAILABLE");
     assert!(!read.body.to_string().contains("Ada"), "{}", read.body);
@@ -470,12 +476,7 @@ async fn sqlite_keeps_reads_in_its_journal_while_the_log_refuses_them() {
     let patient = app.patient("Ada", "Lovelace").await;
     break_the_audit_log(&app, Engine::Sqlite).await;
     for _ in 0..2 {
-        let read = app
-            .post_json(
-                Some(&app.admin_token),
-                &json!({ "query": "query($id: ID!) { patient(id: $id) { firstName } }", "variables": { "id": patient } }),
-            )
-            .await;
+        let read = read_first_name(&app, &patient).await;
         assert_eq!(read.status.as_u16(), 200, "{}", read.body);
         assert_eq!(read.body["data"]["patient"]["firstName"], "Ada");
         let listed = app
@@ -502,15 +503,7 @@ async fn sqlite_keeps_reads_in_its_journal_while_the_log_refuses_them() {
             event("token", "create", "createPatient", "patient"),
         ]
     );
-    let dir = std::path::Path::new(app.database_url.trim_start_matches("sqlite://"))
-        .parent()
-        .expect("dir")
-        .to_owned();
-    let left: Vec<String> = std::fs::read_dir(&dir)
-        .expect("dir")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .filter(|name| name.contains("reads-"))
-        .collect();
+    let left = journals_of_reads(&sqlite_directory(&app.database_url));
     assert!(left.is_empty(), "{left:?}");
 }
 
@@ -531,10 +524,6 @@ async fn journals_left_behind_are_moved_once_and_those_refused_set_aside() {
         .expect("open");
     let practice = admin::practice(&store, None).await.expect("practice").id;
     let file = db.url.trim_start_matches("sqlite://").to_owned();
-    let dir = std::path::Path::new(&file)
-        .parent()
-        .expect("dir")
-        .to_owned();
     let line = |practice: &str, id: &str| {
         json!([
             practice,
@@ -572,15 +561,11 @@ async fn journals_left_behind_are_moved_once_and_those_refused_set_aside() {
     assert_eq!(moved, 3, "whole lines of the journals taken");
     let trail = trail_at_the_store(&store, &practice, "ada").await;
     assert_eq!(trail, vec!["patient ada", "patient ada"], "each line once");
-    let mut left: Vec<String> = std::fs::read_dir(&dir)
-        .expect("dir")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .filter(|name| name.contains("reads-"))
-        .collect();
-    left.sort();
+    let left = journals_of_reads(&sqlite_directory(&db.url));
     assert_eq!(left.len(), 2, "{left:?}");
     assert!(
-        left.iter().all(|name| name.contains("-unmoved-reads-")),
+        left.iter()
+            .all(|path| path.to_string_lossy().contains("-unmoved-reads-")),
         "{left:?}"
     );
 }

@@ -6,7 +6,7 @@ use std::process::{Command, Output, Stdio};
 use rstest::rstest;
 use tempfile::TempDir;
 
-use crate::helpers::{Engine, TestDatabase};
+use crate::helpers::{Engine, TestDatabase, journals_of_reads};
 
 pub(crate) struct Cli {
     dir: TempDir,
@@ -591,15 +591,6 @@ async fn nothing_acknowledged_is_lost_when_the_process_is_killed(#[case] engine:
     let _ = server.wait();
 }
 
-/// The journals of reads beside the command's SQLite database (none on PostgreSQL).
-fn journals(cli: &Cli) -> Vec<std::path::PathBuf> {
-    std::fs::read_dir(cli.dir.path())
-        .expect("dir")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.to_string_lossy().contains("-reads-"))
-        .collect()
-}
-
 /// A read answered is on the patient's trail even when the server is killed before it moves
 /// its journal of reads into the audit log (SQLite, within a second of the read): the next
 /// server moves what the one gone left.
@@ -648,13 +639,13 @@ async fn reads_answered_are_on_the_trail_after_the_process_is_killed(#[case] eng
         }
         server.kill().expect("SIGKILL");
         server.wait().expect("wait");
-        if engine == Engine::Postgres || !journals(&cli).is_empty() {
+        if engine == Engine::Postgres || !journals_of_reads(cli.dir.path()).is_empty() {
             break;
         }
         assert!(attempt < 5, "the reads were always moved before the kill");
     }
 
-    let left = journals(&cli);
+    let left = journals_of_reads(cli.dir.path());
     let (server, url) = start_server(&cli);
     let _server = Stopped(server);
     let trail = post(

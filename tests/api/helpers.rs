@@ -543,6 +543,32 @@ pub async fn migrate_to(pool: &sqlx::AnyPool, engine: Engine, version: i64) {
         .unwrap_or_else(|e| panic!("migrate to {version}: {e}"));
 }
 
+/// The directory of the SQLite database at `url` (`sqlite://` and a path).
+pub fn sqlite_directory(url: &str) -> std::path::PathBuf {
+    let file = url
+        .strip_prefix("sqlite://")
+        .expect("an SQLite database in a file");
+    std::path::Path::new(file)
+        .parent()
+        .expect("a directory")
+        .to_owned()
+}
+
+/// The journals of reads in `dir` (src/store/journal.rs), those set aside as
+/// `-unmoved-reads-` among them.
+pub fn journals_of_reads(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .expect("dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|name| name.to_string_lossy().contains("-reads-"))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
 /// While it lives, the SQLite test database's directory takes no new file, as a full disk
 /// would refuse one: the server's journal of reads cannot be made, so no read can be recorded
 /// (src/store/journal.rs). `chmod` stops a user; root, whom it does not stop, is stopped with
@@ -553,14 +579,7 @@ pub struct NoNewFiles(std::path::PathBuf);
 impl NoNewFiles {
     pub async fn in_the_database_directory_of(app: &TestApp) -> NoNewFiles {
         use std::os::unix::fs::PermissionsExt;
-        let file = app
-            .database_url
-            .strip_prefix("sqlite://")
-            .expect("an SQLite database in a file");
-        let dir = std::path::Path::new(file)
-            .parent()
-            .expect("a directory")
-            .to_owned();
+        let dir = sqlite_directory(&app.database_url);
         // Made first, so that a failure below still gives the directory back.
         let guard = NoNewFiles(dir.clone());
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).expect("chmod");
