@@ -294,7 +294,10 @@ impl PracticeStore<'_> {
         types: &[String],
         limit: u32,
     ) -> StoreResult<Vec<StoredEvent>> {
-        let after = after.unwrap_or(Position { tx: -1, id: -1 });
+        let after = self
+            .store
+            .engine
+            .seek(after.unwrap_or(Position { tx: -1, id: -1 }));
         // A viewer kept to their access groups sees no event of a patient outside them.
         let hidden = match self.viewer {
             None => String::new(),
@@ -305,13 +308,7 @@ impl PracticeStore<'_> {
                 self.visible_patients_at("patients", "$6")
             ),
         };
-        let sql = format!(
-            "SELECT {EVENT_COLUMNS} FROM events WHERE practice_id = $1 \
-             AND (tx_id > $2 OR (tx_id = $2 AND id > $3)) AND event_type {} AND {}{hidden} \
-             ORDER BY tx_id, id LIMIT $5",
-            self.store.engine.in_list(4),
-            self.store.engine.visible_events()
-        );
+        let sql = practice_events_after(self.store.engine, &hidden);
         let query = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(self.practice_id)
             .bind(after.tx)
@@ -346,12 +343,8 @@ impl Store {
         after: Position,
         limit: u32,
     ) -> StoreResult<Vec<StoredEvent>> {
-        let sql = format!(
-            "SELECT {EVENT_COLUMNS} FROM events \
-             WHERE (tx_id > $1 OR (tx_id = $1 AND id > $2)) AND {} \
-             ORDER BY tx_id, id LIMIT $3",
-            self.engine.visible_events()
-        );
+        let after = self.engine.seek(after);
+        let sql = all_events_after(self.engine);
         Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(after.tx)
             .bind(after.id)
@@ -414,6 +407,27 @@ impl Store {
     }
 }
 
+/// The events of every practice after the position `($1, $2)`, at most `$3`.
+fn all_events_after(engine: Engine) -> String {
+    format!(
+        "SELECT {EVENT_COLUMNS} FROM events WHERE {} AND {} ORDER BY tx_id, id LIMIT $3",
+        engine.after_position("$1", "$2"),
+        engine.visible_events()
+    )
+}
+
+/// The events of practice `$1` after the position `($2, $3)`, of the types in the list `$4`,
+/// at most `$5`, with the condition `hidden` besides.
+fn practice_events_after(engine: Engine, hidden: &str) -> String {
+    format!(
+        "SELECT {EVENT_COLUMNS} FROM events WHERE practice_id = $1 AND {} \
+         AND event_type {} AND {}{hidden} ORDER BY tx_id, id LIMIT $5",
+        engine.after_position("$2", "$3"),
+        engine.in_list(4),
+        engine.visible_events()
+    )
+}
+
 impl Engine {
     /// A condition on `events` that holds for the events every reader can see for good: on
     /// PostgreSQL, those of transactions older than the oldest still running.
@@ -423,11 +437,112 @@ impl Engine {
             Engine::Postgres => "tx_id < pg_snapshot_xmin(pg_current_snapshot())::text::bigint",
         }
     }
+
+    /// A condition on `events` that holds for the events after the position whose `tx` and
+    /// `id` are the parameters named, as [`Engine::seek`] gives it: one the index on
+    /// `(tx_id, id)` seeks to. (`tx_id > $a OR (tx_id = $a AND id > $b)`, the same in
+    /// words, is read by both engines as a range on `tx_id` alone: every event before the
+    /// position was read and passed over, at every read of the log.)
+    fn after_position(self, tx: &str, id: &str) -> String {
+        match self {
+            Engine::Sqlite => format!("tx_id = {tx} AND id > {id}"),
+            Engine::Postgres => format!("(tx_id, id) > ({tx}, {id})"),
+        }
+    }
+
+    /// `after` as [`Engine::after_position`] takes it. On SQLite, whose events all have
+    /// `tx_id` 0, a position of another transaction is put before or after all of them.
+    fn seek(self, after: Position) -> Position {
+        match (self, after.tx.cmp(&0)) {
+            (Engine::Postgres, _) | (Engine::Sqlite, std::cmp::Ordering::Equal) => after,
+            (Engine::Sqlite, std::cmp::Ordering::Less) => Position {
+                tx: 0,
+                id: i64::MIN,
+            },
+            (Engine::Sqlite, std::cmp::Ordering::Greater) => Position {
+                tx: 0,
+                id: i64::MAX,
+            },
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::{PoolSettings, Store};
+
+    /// On SQLite every event has `tx_id` 0: a position of another transaction is before or
+    /// after all of them, as it is by the order of positions.
+    #[test]
+    fn a_position_is_sought_where_it_falls() {
+        let at = |tx, id| Position { tx, id };
+        assert_eq!(Engine::Sqlite.seek(at(0, 41)), at(0, 41));
+        assert_eq!(Engine::Sqlite.seek(at(-1, -1)), at(0, i64::MIN));
+        assert_eq!(Engine::Sqlite.seek(at(3, 1)), at(0, i64::MAX));
+        assert_eq!(Engine::Postgres.seek(at(-1, -1)), at(-1, -1));
+        assert_eq!(Engine::Postgres.seek(at(7, 2)), at(7, 2));
+    }
+
+    /// The plan of `sql` on `store` (EXPLAIN's lines), with sequential scans ruled out on
+    /// PostgreSQL, whose planner would read a table this small whole whatever its indexes.
+    async fn plan(store: &Store, sql: &str, binds: (i64, i64)) -> String {
+        let mut tx = store.read.begin().await.expect("begin");
+        let explain = match store.engine {
+            Engine::Sqlite => "EXPLAIN QUERY PLAN",
+            Engine::Postgres => {
+                sqlx::query("SET LOCAL enable_seqscan = off")
+                    .execute(&mut *tx)
+                    .await
+                    .expect("set");
+                "EXPLAIN"
+            }
+        };
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!("{explain} {sql}")))
+            .bind(binds.0)
+            .bind(binds.1)
+            .bind(100_i64)
+            .fetch_all(&mut *tx)
+            .await
+            .expect("plan");
+        let column = usize::from(store.engine == Engine::Sqlite) * 3;
+        rows.iter()
+            .map(|row| sqlx::Row::get::<String, _>(row, column))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The hub's read of the log (after every commit while anyone listens) seeks to its
+    /// position through the index on `(tx_id, id)` on both engines, rather than reading
+    /// every event before it again.
+    #[tokio::test]
+    async fn the_log_is_read_from_a_position_on() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("sqlite://{}", dir.path().join("events.db").display());
+        let store = Store::open(&url, &PoolSettings::default())
+            .await
+            .expect("open");
+        let sqlite = plan(&store, &all_events_after(Engine::Sqlite), (0, 5)).await;
+        assert!(
+            sqlite.contains("events_by_position (tx_id=? AND id>?)"),
+            "{sqlite}"
+        );
+        store.close().await;
+
+        let Some(postgres) = crate::store::tests::postgres_database("events_plan").await else {
+            return;
+        };
+        let store = Store::open(&postgres.url, &PoolSettings::default())
+            .await
+            .expect("open");
+        let plan = plan(&store, &all_events_after(Engine::Postgres), (7, 5)).await;
+        assert!(
+            plan.contains("Index Cond: ((ROW(tx_id, id) > ROW("),
+            "{plan}"
+        );
+        store.close().await;
+        postgres.remove().await;
+    }
 
     #[test]
     fn positions_read_back_and_sort_as_their_ids() {

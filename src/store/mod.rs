@@ -730,8 +730,72 @@ pub(crate) fn like_escape(text: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A PostgreSQL database made for one unit test, at `PRACTICE_TEST_POSTGRES_URL`'s
+    /// server (by default the local one), as the API's tests make theirs.
+    pub(crate) struct Scratch {
+        pub url: String,
+        admin: String,
+        name: String,
+    }
+
+    /// A fresh database named after `test`; None, having said why, when PostgreSQL cannot be
+    /// reached, unless `CI=true`, where that fails the test.
+    pub(crate) async fn postgres_database(test: &str) -> Option<Scratch> {
+        sqlx::any::install_default_drivers();
+        let admin = std::env::var("PRACTICE_TEST_POSTGRES_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+        let name = format!("unit_{test}_{}", std::process::id());
+        let made = async {
+            let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(&admin).await?;
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS {name}"
+            )))
+            .execute(&mut conn)
+            .await?;
+            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                .execute(&mut conn)
+                .await
+        };
+        match made.await {
+            Ok(_) => Some(Scratch {
+                url: format!(
+                    "{}/{name}",
+                    admin.rsplit_once('/').map_or("", |(server, _)| server)
+                ),
+                admin,
+                name,
+            }),
+            Err(e) if std::env::var("CI").as_deref() == Ok("true") => {
+                panic!("PostgreSQL is unreachable at {admin} and CI=true: {e}")
+            }
+            Err(e) => {
+                eprintln!("skipped on PostgreSQL, unreachable at {admin}: {e}");
+                None
+            }
+        }
+    }
+
+    impl Scratch {
+        /// Drops the database.
+        pub(crate) async fn remove(self) {
+            let dropped = async {
+                let mut conn =
+                    <sqlx::AnyConnection as sqlx::Connection>::connect(&self.admin).await?;
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                    self.name
+                )))
+                .execute(&mut conn)
+                .await
+            };
+            if let Err(e) = dropped.await {
+                eprintln!("could not drop {}: {e}", self.name);
+            }
+        }
+    }
 
     #[test]
     fn redacts_password() {
