@@ -242,17 +242,6 @@ impl Store {
             Engine::Sqlite => {
                 let write = pool_options()
                     .max_connections(1)
-                    // The writer's sorts (the index of who read each patient, a second's
-                    // reads at a time) in memory, not in a file of /var/tmp made and removed
-                    // at each.
-                    .after_connect(|connection, _| {
-                        Box::pin(async move {
-                            sqlx::query("PRAGMA temp_store = MEMORY")
-                                .execute(connection)
-                                .await
-                                .map(|_| ())
-                        })
-                    })
                     .connect_with(options.clone())
                     .await
                     .map_err(StoreError::from_connect)?;
@@ -787,26 +776,6 @@ pub(crate) mod tests {
                 None
             }
         }
-    }
-
-    /// SQLite's writer sorts in memory (2), its readers as SQLite does by default (0).
-    #[tokio::test]
-    async fn the_sqlite_writer_sorts_in_memory() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let url = format!("sqlite://{}", dir.path().join("temp.db").display());
-        let store = Store::open(&url, &PoolSettings::default())
-            .await
-            .expect("open");
-        let pragma = |pool: AnyPool| async move {
-            let (store,): (i64,) = sqlx::query_as("PRAGMA temp_store")
-                .fetch_one(&pool)
-                .await
-                .expect("pragma");
-            store
-        };
-        assert_eq!(pragma(store.write.clone()).await, 2);
-        assert_eq!(pragma(store.read.clone()).await, 0);
-        store.close().await;
     }
 
     impl Scratch {
