@@ -484,11 +484,13 @@ mod tests {
         assert_eq!(Engine::Postgres.seek(at(7, 2)), at(7, 2));
     }
 
-    /// The plan of `sql` on `store` (EXPLAIN's lines), with sequential scans ruled out on
-    /// PostgreSQL, whose planner would read a table this small whole whatever its indexes.
-    async fn plan(store: &Store, sql: &str, binds: (i64, i64)) -> String {
+    /// The plans of the reads after a position on `store` (EXPLAIN's lines): the hub's, then
+    /// a practice's, with sequential scans ruled out on PostgreSQL, whose planner would read
+    /// a table this small whole whatever its indexes.
+    async fn plans(store: &Store) -> [String; 2] {
+        let engine = store.engine;
         let mut tx = store.read.begin().await.expect("begin");
-        let explain = match store.engine {
+        let explain = match engine {
             Engine::Sqlite => "EXPLAIN QUERY PLAN",
             Engine::Postgres => {
                 sqlx::query("SET LOCAL enable_seqscan = off")
@@ -498,50 +500,67 @@ mod tests {
                 "EXPLAIN"
             }
         };
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!("{explain} {sql}")))
-            .bind(binds.0)
-            .bind(binds.1)
+        let after = engine.seek(Position { tx: 0, id: 5 });
+        let all = format!("{explain} {}", all_events_after(engine));
+        let all = sqlx::query(sqlx::AssertSqlSafe(all))
+            .bind(after.tx)
+            .bind(after.id)
             .bind(100_i64)
             .fetch_all(&mut *tx)
             .await
             .expect("plan");
-        let column = usize::from(store.engine == Engine::Sqlite) * 3;
-        rows.iter()
-            .map(|row| sqlx::Row::get::<String, _>(row, column))
-            .collect::<Vec<_>>()
-            .join("\n")
+        let practice = format!("{explain} {}", practice_events_after(engine, ""));
+        let practice = sqlx::query(sqlx::AssertSqlSafe(practice))
+            .bind("p")
+            .bind(after.tx)
+            .bind(after.id)
+            .bind("[\"label.created\"]")
+            .bind(100_i64)
+            .fetch_all(&mut *tx)
+            .await
+            .expect("plan");
+        let column = usize::from(engine == Engine::Sqlite) * 3;
+        [all, practice].map(|rows| {
+            rows.iter()
+                .map(|row| sqlx::Row::get::<String, _>(row, column))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
     }
 
-    /// The hub's read of the log (after every commit while anyone listens) seeks to its
-    /// position through the index on `(tx_id, id)` on both engines, rather than reading
-    /// every event before it again.
+    /// The reads of the log after a position (the hub's, after every commit while anyone
+    /// listens, and a subscription's catch-up) seek to it through an index on `(tx_id, id)`
+    /// on both engines, rather than reading every event before it again.
     #[tokio::test]
     async fn the_log_is_read_from_a_position_on() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let url = format!("sqlite://{}", dir.path().join("events.db").display());
-        let store = Store::open(&url, &PoolSettings::default())
-            .await
-            .expect("open");
-        let sqlite = plan(&store, &all_events_after(Engine::Sqlite), (0, 5)).await;
-        assert!(
-            sqlite.contains("events_by_position (tx_id=? AND id>?)"),
-            "{sqlite}"
-        );
-        store.close().await;
-
-        let Some(postgres) = crate::store::tests::postgres_database("events_plan").await else {
-            return;
-        };
-        let store = Store::open(&postgres.url, &PoolSettings::default())
-            .await
-            .expect("open");
-        let plan = plan(&store, &all_events_after(Engine::Postgres), (7, 5)).await;
-        assert!(
-            plan.contains("Index Cond: ((ROW(tx_id, id) > ROW("),
-            "{plan}"
-        );
-        store.close().await;
-        postgres.remove().await;
+        let sqlite = format!("sqlite://{}", dir.path().join("events.db").display());
+        let postgres = crate::store::tests::postgres_database().await;
+        let urls =
+            std::iter::once(sqlite.as_str()).chain(postgres.as_ref().map(|p| p.url.as_str()));
+        for url in urls {
+            let store = Store::open(url, &PoolSettings::default())
+                .await
+                .expect("open");
+            let [all, practice] = plans(&store).await;
+            let (all_seeks, practice_seeks) = match store.engine {
+                Engine::Sqlite => (
+                    all.contains("events_by_position (tx_id=? AND id>?)"),
+                    practice.contains("events_by_practice (practice_id=? AND tx_id=? AND id>?)"),
+                ),
+                Engine::Postgres => {
+                    let seeks = |plan: &str| {
+                        plan.lines().any(|line| {
+                            line.contains("Index Cond:") && line.contains("ROW(tx_id, id) > ROW(")
+                        })
+                    };
+                    (seeks(&all), seeks(&practice))
+                }
+            };
+            assert!(all_seeks, "{all}");
+            assert!(practice_seeks, "{practice}");
+            store.close().await;
+        }
     }
 
     #[test]

@@ -734,33 +734,30 @@ pub(crate) mod tests {
     use super::*;
 
     /// A PostgreSQL database made for one unit test, at `PRACTICE_TEST_POSTGRES_URL`'s
-    /// server (by default the local one), as the API's tests make theirs.
+    /// server (by default the local one), as the API's tests make theirs; dropped with it,
+    /// a test that failed included.
     pub(crate) struct Scratch {
         pub url: String,
         admin: String,
         name: String,
     }
 
-    /// A fresh database named after `test`; None, having said why, when PostgreSQL cannot be
-    /// reached, unless `CI=true`, where that fails the test.
-    pub(crate) async fn postgres_database(test: &str) -> Option<Scratch> {
+    /// A fresh database; None, having said why, when the server cannot be reached (or will
+    /// not make it), unless `CI=true`, where that fails the test.
+    pub(crate) async fn postgres_database() -> Option<Scratch> {
         sqlx::any::install_default_drivers();
         let admin = std::env::var("PRACTICE_TEST_POSTGRES_URL")
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-        let name = format!("unit_{test}_{}", std::process::id());
+        let name = format!("unit_{}", uuid::Uuid::now_v7().simple());
         let made = async {
             let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(&admin).await?;
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DROP DATABASE IF EXISTS {name}"
-            )))
-            .execute(&mut conn)
-            .await?;
             sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
                 .execute(&mut conn)
-                .await
+                .await?;
+            sqlx::Connection::close(conn).await
         };
         match made.await {
-            Ok(_) => Some(Scratch {
+            Ok(()) => Some(Scratch {
                 url: format!(
                     "{}/{name}",
                     admin.rsplit_once('/').map_or("", |(server, _)| server)
@@ -769,29 +766,38 @@ pub(crate) mod tests {
                 name,
             }),
             Err(e) if std::env::var("CI").as_deref() == Ok("true") => {
-                panic!("PostgreSQL is unreachable at {admin} and CI=true: {e}")
+                panic!("no database made on PostgreSQL at {admin}, and CI=true: {e}")
             }
             Err(e) => {
-                eprintln!("skipped on PostgreSQL, unreachable at {admin}: {e}");
+                eprintln!("skipped on PostgreSQL: no database made at {admin}: {e}");
                 None
             }
         }
     }
 
-    impl Scratch {
-        /// Drops the database.
-        pub(crate) async fn remove(self) {
-            let dropped = async {
-                let mut conn =
-                    <sqlx::AnyConnection as sqlx::Connection>::connect(&self.admin).await?;
-                sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                    self.name
-                )))
-                .execute(&mut conn)
-                .await
-            };
-            if let Err(e) = dropped.await {
+    impl Drop for Scratch {
+        /// Drops the database, from a thread of its own: the test's runtime may be gone.
+        fn drop(&mut self) {
+            let (admin, name) = (self.admin.clone(), self.name.clone());
+            let dropped = std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
+                runtime
+                    .block_on(async {
+                        let mut conn =
+                            <sqlx::AnyConnection as sqlx::Connection>::connect(&admin).await?;
+                        sqlx::query(sqlx::AssertSqlSafe(format!(
+                            "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                        )))
+                        .execute(&mut conn)
+                        .await?;
+                        sqlx::Connection::close(conn).await
+                    })
+                    .map_err(std::io::Error::other)
+            })
+            .join();
+            if let Ok(Err(e)) = dropped {
                 eprintln!("could not drop {}: {e}", self.name);
             }
         }
