@@ -345,23 +345,34 @@ impl PracticeStore<'_> {
         if let Err(hidden) = self.check_visible(&booking.fields.patient_id).await? {
             return Ok(Err(hidden.into()));
         }
-        let mut tx = self.begin_write().await?;
-        if let Err(refusal) = self
-            .check_references(&mut tx, &booking.fields, None)
-            .await?
-        {
-            return Ok(Err(refusal.into()));
+        // On PostgreSQL, two transactions inserting overlapping bookings at once may each
+        // find the other's row under the exclusion constraint and wait for it: PostgreSQL
+        // then ends one of them as a deadlock (40P01). Tried again, that one finds the
+        // other's booking, and is refused as the doctor being busy.
+        let mut attempt = 1;
+        loop {
+            let mut tx = self.begin_write().await?;
+            if let Err(refusal) = self
+                .check_references(&mut tx, &booking.fields, None)
+                .await?
+            {
+                return Ok(Err(refusal.into()));
+            }
+            let columns = booking.columns();
+            let inserted = columns
+                .clone()
+                .bind(
+                    sqlx::query(sqlx::AssertSqlSafe(columns.insert_sql("bookings", 1)))
+                        .bind(self.practice_id),
+                )
+                .execute(&mut *tx)
+                .await;
+            if attempt < DEADLOCK_ATTEMPTS && inserted.as_ref().is_err_and(is_deadlock) {
+                attempt += 1;
+                continue;
+            }
+            return self.finish_write(tx, "create", inserted, booking).await;
         }
-        let columns = booking.columns();
-        let inserted = columns
-            .clone()
-            .bind(
-                sqlx::query(sqlx::AssertSqlSafe(columns.insert_sql("bookings", 1)))
-                    .bind(self.practice_id),
-            )
-            .execute(&mut *tx)
-            .await;
-        self.finish_write(tx, "create", inserted, booking).await
     }
 
     /// Changes a booking, as [`BookingPatch`] says: denied like a new booking, and for a
@@ -679,6 +690,14 @@ fn encode_metadata(entries: Vec<(String, String)>) -> String {
             .collect::<Vec<_>>(),
     )
     .to_string()
+}
+
+/// How many times a new booking is tried when PostgreSQL ends it as a deadlock.
+const DEADLOCK_ATTEMPTS: u32 = 3;
+
+/// PostgreSQL's `deadlock_detected`.
+fn is_deadlock(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.code().as_deref() == Some("40P01"))
 }
 
 fn is_overlap(err: &sqlx::Error) -> bool {
