@@ -12,8 +12,8 @@ use sqlx::{Any, FromRow, Transaction};
 
 use super::audit::Event;
 use super::{
-    Args, Change, Columns, Page, PageRequest, PracticeStore, StoreResult, new_id, now_ms,
-    time_filters,
+    Args, Change, Columns, Page, PageRequest, PracticeStore, StoreError, StoreResult, new_id,
+    now_ms, time_filters,
 };
 use crate::domain::limits::MAX_METADATA_ENTRIES;
 use crate::domain::{Bound, Busy, PatientState, Record, Refusal, check_booking_times};
@@ -345,34 +345,28 @@ impl PracticeStore<'_> {
         if let Err(hidden) = self.check_visible(&booking.fields.patient_id).await? {
             return Ok(Err(hidden.into()));
         }
-        // On PostgreSQL, two transactions inserting overlapping bookings at once may each
-        // find the other's row under the exclusion constraint and wait for it: PostgreSQL
-        // then ends one of them as a deadlock (40P01). Tried again, that one finds the
-        // other's booking, and is refused as the doctor being busy.
-        let mut attempt = 1;
-        loop {
-            let mut tx = self.begin_write().await?;
-            if let Err(refusal) = self
-                .check_references(&mut tx, &booking.fields, None)
-                .await?
-            {
-                return Ok(Err(refusal.into()));
-            }
-            let columns = booking.columns();
-            let inserted = columns
-                .clone()
-                .bind(
-                    sqlx::query(sqlx::AssertSqlSafe(columns.insert_sql("bookings", 1)))
-                        .bind(self.practice_id),
-                )
-                .execute(&mut *tx)
-                .await;
-            if attempt < DEADLOCK_ATTEMPTS && inserted.as_ref().is_err_and(is_deadlock) {
-                attempt += 1;
-                continue;
-            }
-            return self.finish_write(tx, "create", inserted, booking).await;
+        retried(move || self.insert_booking(booking.clone())).await
+    }
+
+    /// Inserts `booking` in a transaction of its own: see [`PracticeStore::create_booking`].
+    async fn insert_booking(&self, booking: Booking) -> StoreResult<Change<Booking>> {
+        let mut tx = self.begin_write().await?;
+        if let Err(refusal) = self
+            .check_references(&mut tx, &booking.fields, None)
+            .await?
+        {
+            return Ok(Err(refusal.into()));
         }
+        let columns = booking.columns();
+        let inserted = columns
+            .clone()
+            .bind(
+                sqlx::query(sqlx::AssertSqlSafe(columns.insert_sql("bookings", 1)))
+                    .bind(self.practice_id),
+            )
+            .execute(&mut *tx)
+            .await;
+        self.finish_write(tx, "create", inserted, booking).await
     }
 
     /// Changes a booking, as [`BookingPatch`] says: denied like a new booking, and for a
@@ -383,7 +377,7 @@ impl PracticeStore<'_> {
         patch: BookingPatch,
     ) -> StoreResult<Change<Booking>> {
         self.modify_booking(id, "update", |b| {
-            patch.apply(&mut b.fields);
+            patch.clone().apply(&mut b.fields);
             Ok(())
         })
         .await
@@ -402,7 +396,7 @@ impl PracticeStore<'_> {
                 return Err(Refusal::BookingAlreadyCancelled);
             }
             b.cancelled_at = Some(now_ms());
-            b.cancellation_reason = reason;
+            b.cancellation_reason = reason.clone();
             b.send_cancellation = i64::from(tell_patient);
             Ok(())
         })
@@ -468,7 +462,18 @@ impl PracticeStore<'_> {
         &self,
         id: &str,
         action: &'static str,
-        change: impl FnOnce(&mut Booking) -> Result<(), Refusal>,
+        change: impl Fn(&mut Booking) -> Result<(), Refusal>,
+    ) -> StoreResult<Change<Booking>> {
+        let change = &change;
+        retried(move || self.modify_once(id, action, change)).await
+    }
+
+    /// One try of [`PracticeStore::modify_booking`], in a transaction of its own.
+    async fn modify_once(
+        &self,
+        id: &str,
+        action: &'static str,
+        change: &impl Fn(&mut Booking) -> Result<(), Refusal>,
     ) -> StoreResult<Change<Booking>> {
         let mut tx = self.begin_write().await?;
         let sql = format!(
@@ -692,12 +697,29 @@ fn encode_metadata(entries: Vec<(String, String)>) -> String {
     .to_string()
 }
 
-/// How many times a new booking is tried when PostgreSQL ends it as a deadlock.
+/// How many times a write of a booking is tried when PostgreSQL ends it as a deadlock.
 const DEADLOCK_ATTEMPTS: u32 = 3;
 
-/// PostgreSQL's `deadlock_detected`.
-fn is_deadlock(err: &sqlx::Error) -> bool {
-    matches!(err, sqlx::Error::Database(db) if db.code().as_deref() == Some("40P01"))
+/// Runs `write`, a whole transaction, again (up to [`DEADLOCK_ATTEMPTS`] times in all) when
+/// PostgreSQL ends it as a deadlock (40P01). Two transactions writing overlapping bookings at
+/// once may each find the other's row under the exclusion constraint and wait for it
+/// (PostgreSQL's `execIndexing.c` tells of it); tried again, the one ended finds the other's
+/// booking, and is refused as the doctor being busy.
+async fn retried<F>(write: impl Fn() -> F) -> StoreResult<Change<Booking>>
+where
+    F: Future<Output = StoreResult<Change<Booking>>>,
+{
+    let mut attempt = 1;
+    loop {
+        match write().await {
+            Err(StoreError::Internal(sqlx::Error::Database(db)))
+                if attempt < DEADLOCK_ATTEMPTS && db.code().as_deref() == Some("40P01") =>
+            {
+                attempt += 1;
+            }
+            done => return done,
+        }
+    }
 }
 
 fn is_overlap(err: &sqlx::Error) -> bool {
