@@ -256,6 +256,24 @@ pub(super) struct Lines<'a> {
     pub(super) damaged: usize,
 }
 
+/// What [`Lines`] found, without the lines.
+#[derive(Debug, PartialEq)]
+pub(super) struct Counted {
+    pub(super) whole: usize,
+    pub(super) cut_short: bool,
+    pub(super) damaged: usize,
+}
+
+impl From<&Lines<'_>> for Counted {
+    fn from(lines: &Lines<'_>) -> Counted {
+        Counted {
+            whole: lines.whole.len(),
+            cut_short: lines.cut_short,
+            damaged: lines.damaged,
+        }
+    }
+}
+
 /// The lines of a journal.
 pub(super) fn lines(bytes: &[u8]) -> Lines<'_> {
     let mut found = Lines {
