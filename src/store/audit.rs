@@ -507,10 +507,13 @@ impl Store {
                     self.insert_reads(),
                     self.engine.json_rows(2, false)
                 );
+                // On a warm connection (PostgreSQL's pool is one for reads and writes): taken
+                // from the pool and given back, each batch's connection was checked on its way
+                // back with a round trip of its own.
                 sqlx::query(sqlx::AssertSqlSafe(sql))
                     .bind(rows)
                     .bind(serde_json::Value::Array(reached).to_string())
-                    .execute(&self.write)
+                    .execute(&self.reader)
                     .await?;
             }
             // One statement, which commits alone; the index of who read each patient takes
