@@ -179,4 +179,28 @@ async fn count_on(app: &TestApp, engine: Engine) {
     assert_eq!(data["patient"]["firstName"], "Single");
     eprintln!("statements on {engine:?}: patient(id) = {statements}");
     assert_eq!(statements, 1 + recorded);
+
+    // A page of patients of whom some have no labels: their labels are loaded with the
+    // page's, once, and not asked for again one by one (or a batch at a time) as the
+    // patients without any reach their field.
+    for i in 0..20 {
+        app.patient("Bare", &format!("Alone{i:02}")).await;
+    }
+    let before = STATEMENTS.load(Ordering::SeqCst);
+    let data = app
+        .ok(
+            "{ patients(pagination: { pageSize: 100 }) { data { lastName labels { text } } } }",
+            json!({}),
+        )
+        .await;
+    let statements = STATEMENTS.load(Ordering::SeqCst) - before;
+    let page = data["patients"]["data"].as_array().expect("page");
+    let without = page
+        .iter()
+        .filter(|p| p["labels"].as_array().is_some_and(Vec::is_empty))
+        .count();
+    assert!(without >= 20 && without < page.len(), "{data}");
+    eprintln!("statements on {engine:?}: page of 100 patients with labels = {statements}");
+    // The page, its patients' labels, and (PostgreSQL) the record of the patients read.
+    assert_eq!(statements, 2 + recorded);
 }

@@ -823,12 +823,17 @@ impl PracticeStore<'_> {
             .ok_or_else(|| Refusal::NotFound(Record::Patient, id.to_string()).into()))
     }
 
-    /// The labels on each of these patients, in the order they were put on.
+    /// The labels on each of these patients, in the order they were put on; an empty list
+    /// for each that has none, so that a loader keeps that answer as it keeps the others
+    /// (without it, a page's patients without labels were each asked for again).
     pub async fn labels_of_patients(
         &self,
         patient_ids: &[String],
     ) -> StoreResult<HashMap<String, Vec<PatientLabel>>> {
-        let mut by_patient: HashMap<String, Vec<PatientLabel>> = HashMap::new();
+        let mut by_patient: HashMap<String, Vec<PatientLabel>> = patient_ids
+            .iter()
+            .map(|id| (id.clone(), Vec::new()))
+            .collect();
         if patient_ids.is_empty() {
             return Ok(by_patient);
         }
