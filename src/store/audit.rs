@@ -25,6 +25,19 @@ const ROWS_PER_STATEMENT: usize = 1000;
 /// an open file while it waits its turn.
 const ORPHANS_A_MOVE: usize = 16;
 
+/// SQLite: the most text of lists of reads (`audit_reads.reads`) one transaction of the index
+/// of who read each patient takes, about 45,000 entries (450 pages of 100 bookings).
+const INDEX_BATCH_TEXT: i64 = 4_000_000;
+
+/// What one transaction of [`Store::index_reads`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Indexed {
+    /// Requests' rows of reads whose patients it indexed.
+    pub requests: u64,
+    /// Whether it stopped at a limit, with rows still past it.
+    pub more: bool,
+}
+
 /// What kind of actor did something.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ActorKind {
@@ -671,26 +684,35 @@ impl Store {
 
     /// SQLite: adds the patients of the next `limit` rows of `audit_reads` past the mark of
     /// `audit_reads_indexed` to `audit_read_patients`, in that b-tree's order, and moves the
-    /// mark past them, in one transaction; returns how many rows it took. Many requests'
-    /// entries at once share the pages they change, where one request's entries would each
-    /// rewrite a page of its own. A crash before the commit leaves the rows to do again.
-    /// PostgreSQL has nothing to index later: returns 0.
-    pub async fn index_reads(&self, limit: i64) -> StoreResult<u64> {
+    /// mark past them, in one transaction; says how many rows it took and whether it stopped
+    /// short of the end. It stops before a row that would take the batch's lists of reads
+    /// past [`INDEX_BATCH_TEXT`] (a request's first row is always taken): a page of 100
+    /// bookings is 100 entries, and a batch of thousands of them would hold SQLite's one
+    /// writer, and every write, for seconds. Many requests' entries at once share the pages
+    /// they change, where one request's entries would each rewrite a page of its own. A crash
+    /// before the commit leaves the rows to do again. PostgreSQL has nothing to index later:
+    /// no rows.
+    pub async fn index_reads(&self, limit: i64) -> StoreResult<Indexed> {
         if !self.indexes_reads_later() {
-            return Ok(0);
+            return Ok(Indexed::default());
         }
         let mut tx = self.begin_write().await?;
-        // The writing transaction holds the file: nothing is appended meanwhile.
-        let (from, moved, to): (i64, i64, Option<i64>) = sqlx::query_as(
-            "SELECT (SELECT through FROM audit_reads_indexed), COUNT(*), MAX(rowid) \
-             FROM (SELECT rowid FROM audit_reads \
-             WHERE rowid > (SELECT through FROM audit_reads_indexed) ORDER BY rowid LIMIT $1)",
+        // The writing transaction holds the file: nothing is appended meanwhile. The rows
+        // past the mark, at most `limit`, as far as their lists of reads stay within the
+        // batch's text (`before`: the text of the rows ahead of each).
+        let (from, taken, to, within): (i64, i64, Option<i64>, Option<i64>) = sqlx::query_as(
+            "SELECT (SELECT through FROM audit_reads_indexed), COUNT(*), MAX(rowid), \
+             MAX(within) FROM (SELECT rowid, SUM(len) OVER (ORDER BY rowid) - len AS before, \
+             COUNT(*) OVER () AS within FROM (SELECT rowid, length(reads) AS len \
+             FROM audit_reads WHERE rowid > (SELECT through FROM audit_reads_indexed) \
+             ORDER BY rowid LIMIT $1)) WHERE before < $2",
         )
         .bind(limit)
+        .bind(INDEX_BATCH_TEXT)
         .fetch_one(&mut *tx)
         .await?;
         let Some(to) = to else {
-            return Ok(0);
+            return Ok(Indexed::default());
         };
         let sql = format!(
             "INSERT OR IGNORE INTO audit_read_patients (practice_id, patient_id, read_id) \
@@ -709,7 +731,11 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        Ok(u64::try_from(moved).unwrap_or(0))
+        let within = within.unwrap_or(taken);
+        Ok(Indexed {
+            requests: u64::try_from(taken).unwrap_or(0),
+            more: taken < within || within >= limit,
+        })
     }
 }
 

@@ -638,7 +638,7 @@ async fn a_read_is_on_the_patients_trail_before_and_after_it_is_indexed(#[case] 
     // and adds nothing), then nothing.
     let mut moved = Vec::new();
     loop {
-        let n = store.index_reads(1).await.expect("index");
+        let n = store.index_reads(1).await.expect("index").requests;
         if n == 0 {
             break;
         }
@@ -652,6 +652,98 @@ async fn a_read_is_on_the_patients_trail_before_and_after_it_is_indexed(#[case] 
     };
     assert_eq!(moved, expected);
     assert_eq!((trail("ada").await, trail("alan").await), before);
+    store.close().await;
+}
+
+/// SQLite: one transaction of the index of who read each patient stops short of a request
+/// whose list of reads would take it past its few megabytes of text, and says there is more:
+/// a batch of thousands of pages would hold the one writer, and every write, for seconds.
+#[tokio::test]
+async fn a_batch_of_the_index_of_reads_stops_at_its_size() {
+    use practice_api::admin;
+    use practice_api::store::audit::{Actor, ActorKind, Indexed, Read, Reads};
+    use practice_api::store::{PoolSettings, Store};
+
+    let Some(db) = crate::helpers::TestDatabase::new(Engine::Sqlite).await else {
+        return;
+    };
+    let store = Store::open(&db.url, &PoolSettings::default())
+        .await
+        .expect("open");
+    let practice = admin::practice(&store, None).await.expect("practice").id;
+    // Three requests of 25,000 patients' reads each: over 2 MB of text apiece.
+    let request = |n: usize| Reads {
+        practice_id: practice.clone(),
+        actor: Actor {
+            kind: ActorKind::Token,
+            id: "t1".into(),
+            name: Some("reader".into()),
+        },
+        reads: (0..25_000)
+            .map(|i| {
+                let patient = format!("{n}-{i:05}-0000-0000-0000-000000000000");
+                Read {
+                    operation: "patients".into(),
+                    resource_type: "patient",
+                    resource_id: patient.clone(),
+                    patient_id: Some(patient),
+                }
+            })
+            .collect(),
+    };
+    store
+        .record_reads(&[request(1), request(2), request(3)])
+        .await
+        .expect("record");
+    store.move_reads().await.expect("moved");
+
+    let first = store.index_reads(100).await.expect("index");
+    assert_eq!(
+        first,
+        Indexed {
+            requests: 2,
+            more: true
+        }
+    );
+    let second = store.index_reads(100).await.expect("index");
+    assert_eq!(
+        second,
+        Indexed {
+            requests: 1,
+            more: false
+        }
+    );
+    assert_eq!(
+        store.index_reads(100).await.expect("index"),
+        Indexed::default()
+    );
+    let indexed: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM audit_read_patients")
+        .fetch_one(&sqlx::AnyPool::connect(&db.url).await.expect("open"))
+        .await
+        .expect("count");
+    assert_eq!(indexed, 75_000);
+
+    // A batch that reached its number of requests says there may be more too.
+    let small = |n: usize| {
+        let mut reads = request(n);
+        reads.reads.truncate(1);
+        reads
+    };
+    store
+        .record_reads(&[small(4), small(5)])
+        .await
+        .expect("record");
+    store.move_reads().await.expect("moved");
+    let one = Indexed {
+        requests: 1,
+        more: true,
+    };
+    assert_eq!(store.index_reads(1).await.expect("index"), one);
+    assert_eq!(store.index_reads(1).await.expect("index"), one);
+    assert_eq!(
+        store.index_reads(1).await.expect("index"),
+        Indexed::default()
+    );
     store.close().await;
 }
 
@@ -751,7 +843,7 @@ async fn reads_waiting_for_the_index_survive_the_upgrade() {
         .await
         .expect("upgrade");
     let trail = |patient: &'static str| trail_at_the_store(&store, "p1", patient);
-    assert_eq!(store.index_reads(100).await.expect("index"), 0);
+    assert_eq!(store.index_reads(100).await.expect("index").requests, 0);
     let indexed: Vec<(String, String)> =
         sqlx::query_as("SELECT patient_id, read_id FROM audit_read_patients ORDER BY 1, 2")
             .fetch_all(&sqlx::AnyPool::connect(&db.url).await.expect("open"))

@@ -20,8 +20,8 @@ const MAX_BATCH: usize = 256;
 const QUEUE: usize = 4096;
 
 /// Requests whose patients go into the index in one transaction, at most: about a second of
-/// a busy server's reads (SQLite sorts them in a few megabytes of memory and spills the rest
-/// to a temporary file). SQLite's one writer is held meanwhile, and with it every write;
+/// a busy server's reads of one record each (a transaction also stops at so many pages' worth
+/// of entries; see [`Store::index_reads`]). SQLite's one writer is held meanwhile, and with it every write;
 /// between two transactions the indexer pauses as long as the last one took, so that writes
 /// get at least half of it. The batch does not shrink when a transaction is slow: on a busy
 /// machine every transaction is, and smaller ones made the index fall behind the reads
@@ -119,7 +119,7 @@ fn index(store: Store, alive: mpsc::WeakSender<Pending>) {
                 let indexed = store.index_reads(INDEX_BATCH).await;
                 let took = started.elapsed();
                 match indexed {
-                    Ok(moved) if moved < INDEX_BATCH.unsigned_abs() => break,
+                    Ok(indexed) if !indexed.more => break,
                     // More to do: the writes waiting meanwhile go first.
                     Ok(_) => tokio::time::sleep(took).await,
                     Err(_) if store.is_closed() => return,
