@@ -507,22 +507,35 @@ async fn sqlite_keeps_reads_in_its_journal_while_the_log_refuses_them() {
     assert!(left.is_empty(), "{left:?}");
 }
 
+/// A store on a new SQLite file and no server (nothing moves or indexes reads behind the
+/// test's back), and the id of its practice; None where the test is skipped.
+async fn store_of_a_file() -> Option<(
+    crate::helpers::TestDatabase,
+    practice_api::store::Store,
+    String,
+)> {
+    use practice_api::store::{PoolSettings, Store};
+
+    let db = crate::helpers::TestDatabase::new(Engine::Sqlite).await?;
+    let store = Store::open(&db.url, &PoolSettings::default())
+        .await
+        .expect("open");
+    let practice = practice_api::admin::practice(&store, None)
+        .await
+        .expect("practice")
+        .id;
+    Some((db, store, practice))
+}
+
 /// SQLite: journals of reads left beside the database by processes gone are moved into the
 /// log by the next one, a line moved twice is one row, a line cut short by a crash is left
 /// out, and a journal the log refuses (a damaged line, a practice the database does not
 /// have) is set aside as `-unmoved-reads-` rather than lost or tried for ever.
 #[tokio::test]
 async fn journals_left_behind_are_moved_once_and_those_refused_set_aside() {
-    use practice_api::admin;
-    use practice_api::store::{PoolSettings, Store};
-
-    let Some(db) = crate::helpers::TestDatabase::new(Engine::Sqlite).await else {
+    let Some((db, store, practice)) = store_of_a_file().await else {
         return;
     };
-    let store = Store::open(&db.url, &PoolSettings::default())
-        .await
-        .expect("open");
-    let practice = admin::practice(&store, None).await.expect("practice").id;
     let file = db.url.trim_start_matches("sqlite://").to_owned();
     let line = |practice: &str, id: &str| {
         json!([
@@ -660,17 +673,11 @@ async fn a_read_is_on_the_patients_trail_before_and_after_it_is_indexed(#[case] 
 /// a batch of thousands of pages would hold the one writer, and every write, for seconds.
 #[tokio::test]
 async fn a_batch_of_the_index_of_reads_stops_at_its_size() {
-    use practice_api::admin;
     use practice_api::store::audit::{Actor, ActorKind, Indexed, Read, Reads};
-    use practice_api::store::{PoolSettings, Store};
 
-    let Some(db) = crate::helpers::TestDatabase::new(Engine::Sqlite).await else {
+    let Some((db, store, practice)) = store_of_a_file().await else {
         return;
     };
-    let store = Store::open(&db.url, &PoolSettings::default())
-        .await
-        .expect("open");
-    let practice = admin::practice(&store, None).await.expect("practice").id;
     // Three requests of 25,000 patients' reads each: over 2 MB of text apiece.
     let request = |n: usize| Reads {
         practice_id: practice.clone(),
