@@ -12,8 +12,8 @@ use sqlx::{Any, FromRow, Transaction};
 
 use super::audit::Event;
 use super::{
-    Args, Change, Columns, Page, PageRequest, PracticeStore, StoreError, StoreResult, new_id,
-    now_ms, time_filters,
+    Args, Change, Columns, Page, PageRequest, PracticeStore, StoreResult, new_id, now_ms,
+    time_filters,
 };
 use crate::domain::limits::MAX_METADATA_ENTRIES;
 use crate::domain::{Bound, Busy, PatientState, Record, Refusal, check_booking_times};
@@ -712,11 +712,7 @@ where
     let mut attempt = 1;
     loop {
         match write().await {
-            Err(StoreError::Internal(sqlx::Error::Database(db)))
-                if attempt < DEADLOCK_ATTEMPTS && db.code().as_deref() == Some("40P01") =>
-            {
-                attempt += 1;
-            }
+            Err(error) if attempt < DEADLOCK_ATTEMPTS && error.is_deadlock() => attempt += 1,
             done => return done,
         }
     }

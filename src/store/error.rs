@@ -29,6 +29,13 @@ impl StoreError {
     pub(super) fn is_unique_violation(err: &sqlx::Error) -> bool {
         matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
     }
+
+    /// True when PostgreSQL ended the transaction to break a deadlock (40P01): tried again
+    /// as a whole, it may go through.
+    pub(super) fn is_deadlock(&self) -> bool {
+        matches!(self, StoreError::Internal(sqlx::Error::Database(db))
+            if db.code().as_deref() == Some("40P01"))
+    }
 }
 
 impl From<sqlx::Error> for StoreError {
