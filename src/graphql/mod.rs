@@ -91,11 +91,27 @@ pub struct ClientAddress(pub Option<std::net::IpAddr>);
 
 /// Builds the schema over a store, with the hub its subscriptions follow.
 pub fn build_schema(store: Store, hub: Hub, settings: ApiSettings) -> ApiSchema {
+    schema_validating(store, hub, settings, async_graphql::ValidationMode::Strict)
+}
+
+/// The same schema, validating documents in async-graphql's fast mode: for documents known
+/// to pass in full (see `pipeline::validated`).
+pub fn build_fast_schema(store: Store, hub: Hub, settings: ApiSettings) -> ApiSchema {
+    schema_validating(store, hub, settings, async_graphql::ValidationMode::Fast)
+}
+
+fn schema_validating(
+    store: Store,
+    hub: Hub,
+    settings: ApiSettings,
+    mode: async_graphql::ValidationMode,
+) -> ApiSchema {
     Schema::build(
         Query::default(),
         Mutation::default(),
         Subscription::default(),
     )
+    .validation_mode(mode)
     .data(store)
     .data(hub)
     // The prepare stage measures depth first, with a message that names it; this is the

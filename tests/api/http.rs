@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use rstest::rstest;
 
-use crate::helpers::{Engine, error_code};
+use crate::helpers::{Engine, TestApp, error_code};
 use crate::spawn;
 
 const GQLR: &str = "application/graphql-response+json";
@@ -108,6 +108,85 @@ async fn parse_and_validation_errors_by_media_type(#[case] engine: Engine) {
             assert!(
                 raw.body.get("data").is_none(),
                 "a request that did not run has no data"
+            );
+        }
+    }
+}
+
+/// A document validated once is not validated in full again while its variables are surely
+/// valid (`src/graphql/pipeline/validated.rs`): a server that has run it answers every request,
+/// good variables or bad, exactly as a server that never saw it does.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_document_validated_before_is_answered_as_a_new_one(#[case] engine: Engine) {
+    let seen = spawn!(engine);
+    seen.patient("Ada", "Lovelace").await;
+    let cases = [
+        (
+            "query($id: ID!) { patient(id: $id) { id firstName } }",
+            json!({ "id": "no-such-patient" }),
+            vec![
+                json!({ "id": { "a": 1 } }),
+                json!({ "id": [1] }),
+                json!({ "id": true }),
+                json!({ "id": null }),
+                json!({ "id": 12345 }),
+                json!({}),
+            ],
+        ),
+        (
+            "query($p: Int!, $s: Int) { patients(pagination: { page: $p, pageSize: $s }) \
+             { data { lastName } pageInfo { page pageSize hasMore } } }",
+            json!({ "p": 1, "s": 10 }),
+            vec![
+                json!({ "p": "one", "s": 10 }),
+                json!({ "p": 1.5, "s": 10 }),
+                json!({ "p": 5_000_000_000_i64, "s": 10 }),
+                json!({ "p": 1, "s": null }),
+                json!({ "p": 1, "s": 0 }),
+                json!({ "p": 1, "s": 1_000_000 }),
+                json!({ "p": 1 }),
+                json!({ "s": 10 }),
+            ],
+        ),
+        (
+            "query Named($q: String!) { patients(search: $q) { data { lastName } } } \
+             query Other { patients { pageInfo { hasMore } } }",
+            json!({ "q": "love" }),
+            vec![
+                json!({ "q": 7 }),
+                json!({ "q": ["love"] }),
+                json!({ "q": "lo" }),
+            ],
+        ),
+    ];
+    async fn ask(app: &TestApp, query: &str, variables: Value) -> crate::helpers::Raw {
+        let operation = query.starts_with("query Named").then_some("Named");
+        let body = json!({ "query": query, "variables": variables, "operationName": operation });
+        app.post_json(Some(&app.admin_token), &body).await
+    }
+    // The server learns each document, then knows it.
+    for (query, good, _) in &cases {
+        for _ in 0..2 {
+            let raw = ask(&seen, query, good.clone()).await;
+            assert!(raw.body.get("errors").is_none(), "{query}: {}", raw.body);
+        }
+    }
+    // Another server, asked each time with a text it has not seen (the same document, a
+    // comment after it, which moves no location): nothing learnt.
+    let fresh = seen.another_instance().await;
+    let mut unseen = 0;
+    for (query, good, bad) in &cases {
+        for variables in std::iter::once(good).chain(bad) {
+            let known = ask(&seen, query, variables.clone()).await;
+            unseen += 1;
+            let new = ask(&fresh, &format!("{query} # {unseen}"), variables.clone()).await;
+            assert_eq!(
+                (known.status, &known.body),
+                (new.status, &new.body),
+                "{query} with {variables}"
             );
         }
     }

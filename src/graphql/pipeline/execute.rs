@@ -16,6 +16,7 @@ use super::order::in_selection_order;
 use super::prepare::{Chosen, Prepared};
 use super::reads::ReadAudit;
 use super::rejection::{Rejection, Stop};
+use super::validated::{Validated, Validation};
 use crate::auth::OperationKind;
 use crate::graphql::error::code;
 use crate::graphql::events::Connection;
@@ -144,19 +145,59 @@ fn build(
     Ok((request, Built { log, cost, chosen }))
 }
 
-/// Runs `prepared` for `caller`; see [`build`].
+/// The schema, validating documents in full, and the same schema validating them in
+/// async-graphql's fast mode, for the documents known to pass (see [`super::validated`]).
+#[derive(Clone)]
+pub struct Schemas {
+    pub strict: ApiSchema,
+    pub fast: ApiSchema,
+    pub validated: Validated,
+}
+
+impl Schemas {
+    /// How `prepared` is to be validated, and the schema that does so.
+    fn for_request(&self, prepared: &Prepared) -> (Validation, &ApiSchema) {
+        let validation = match prepared.chosen().definition() {
+            Some(definition) => self.validated.validation(
+                &prepared.query,
+                prepared.operation.name.as_deref(),
+                &prepared.document,
+                &definition.node,
+                &prepared.variables,
+            ),
+            None => Validation::Full,
+        };
+        let schema = match validation {
+            Validation::Known => &self.fast,
+            Validation::Learn | Validation::Full => &self.strict,
+        };
+        (validation, schema)
+    }
+}
+
+/// Runs `prepared` for `caller`; see [`build`]. A document that passes validation in full is
+/// known from then on (see [`super::validated`]).
 pub async fn run(
-    schema: &ApiSchema,
+    schemas: &Schemas,
     store: &Store,
     prepared: Prepared,
     caller: Caller,
 ) -> Result<Ran, Rejection> {
     let request_id = caller.request_id.clone();
+    let (validation, schema) = schemas.for_request(&prepared);
+    let learn = (validation == Validation::Learn)
+        .then(|| (prepared.query.clone(), prepared.operation.name.clone()));
     let (request, built) = build(store, prepared, caller)?;
     let response = schema.execute(request).await;
     let reads = built.reads();
+    let executed = built.finish(response, request_id.as_deref());
+    if let Some((query, operation)) = learn
+        && executed.ran
+    {
+        schemas.validated.learn(&query, operation.as_deref());
+    }
     Ok(Ran {
-        executed: built.finish(response, request_id.as_deref()),
+        executed,
         reads,
         cost: built.cost,
     })
@@ -166,7 +207,7 @@ pub async fn run(
 /// the errors that ended it) once the reads of patient data it carries are recorded. A read
 /// that cannot be recorded ends the stream with that rejection.
 pub fn subscribe(
-    schema: &ApiSchema,
+    schemas: &Schemas,
     store: &Store,
     audit: ReadAudit,
     prepared: Prepared,
@@ -174,6 +215,8 @@ pub fn subscribe(
     connection: Arc<Connection>,
 ) -> Result<BoxStream<'static, Result<Executed, Rejection>>, Rejection> {
     let request_id = caller.request_id.clone();
+    // A subscription is validated once for its whole life: it is not worth learning from.
+    let (_, schema) = schemas.for_request(&prepared);
     let (request, built) = build(store, prepared, caller)?;
     let request = request.data(connection);
     let responses = schema.execute_stream(request);

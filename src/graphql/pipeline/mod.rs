@@ -14,6 +14,7 @@ mod prepare;
 mod rate_limit;
 mod reads;
 mod rejection;
+mod validated;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -33,7 +34,7 @@ use crate::auth::{self, AuthError, Missing, Principal, TokenCache};
 use crate::events::Hub;
 use crate::graphql::error::code;
 use crate::graphql::events::Connection;
-use crate::graphql::{ApiSchema, ApiSettings, build_schema};
+use crate::graphql::{ApiSettings, build_fast_schema, build_schema};
 use crate::store::Store;
 use crate::store::audit::{Read, Reads};
 use crate::store::idempotency::Key;
@@ -64,7 +65,8 @@ pub struct Rates {
 /// What every request shares: the schema and the state of its stages. Cheap to clone.
 #[derive(Clone)]
 pub struct Pipeline {
-    schema: ApiSchema,
+    /// The schema, validating in full and in fast mode, and the documents known to pass.
+    schemas: execute::Schemas,
     store: Store,
     /// The live view of the event log that subscriptions follow.
     hub: Hub,
@@ -88,10 +90,15 @@ impl Pipeline {
         store.watch_credentials();
         let limits = settings.limits;
         let hub = Hub::start(store.clone(), settings.subscriber_lag);
-        let schema = build_schema(store.clone(), hub.clone(), settings);
+        let schema = build_schema(store.clone(), hub.clone(), settings.clone());
+        let schemas = execute::Schemas {
+            strict: schema.clone(),
+            fast: build_fast_schema(store.clone(), hub.clone(), settings),
+            validated: Default::default(),
+        };
         Pipeline {
+            schemas,
             shapes: Arc::new(Shapes::of_sdl(&schema.sdl())),
-            schema,
             hub,
             reads: ReadAudit::start(store.clone()),
             tokens: Arc::default(),
@@ -196,7 +203,7 @@ impl Pipeline {
     /// Runs the operation: see [`execute::run`]. Nothing of it may leave before
     /// [`Pipeline::deliver`].
     pub async fn run(&self, prepared: Prepared, caller: Caller) -> Result<Ran, Rejection> {
-        execute::run(&self.schema, &self.store, prepared, caller).await
+        execute::run(&self.schemas, &self.store, prepared, caller).await
     }
 
     /// Runs a subscription on `connection`: see [`execute::subscribe`].
@@ -207,7 +214,7 @@ impl Pipeline {
         connection: Arc<Connection>,
     ) -> Result<BoxStream<'static, Result<Executed, Rejection>>, Rejection> {
         execute::subscribe(
-            &self.schema,
+            &self.schemas,
             &self.store,
             self.reads.clone(),
             prepared,
