@@ -161,6 +161,18 @@ async fn a_document_validated_before_is_answered_as_a_new_one(#[case] engine: En
                 json!({ "q": "lo" }),
             ],
         ),
+        (
+            // Validating Named, async-graphql checks the other operation's fragment against
+            // the request's `$p`, which Named does not declare.
+            "query Named($q: String!) { patients(search: $q) { pageInfo { page } } } \
+             query Other($p: Int!) { ...F } \
+             fragment F on Query { patients(pagination: { page: $p }) { pageInfo { page } } }",
+            json!({ "q": "love" }),
+            vec![
+                json!({ "q": "love", "p": "oops" }),
+                json!({ "q": "love", "p": 2 }),
+            ],
+        ),
     ];
     async fn ask(app: &TestApp, query: &str, variables: Value) -> crate::helpers::Raw {
         let operation = query.starts_with("query Named").then_some("Named");

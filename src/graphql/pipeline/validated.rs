@@ -10,9 +10,13 @@
 //! types passes too, and runs on a schema that validates in async-graphql's fast mode (the
 //! depth limit still checked). "Surely valid" is kept narrow, stricter than async-graphql's
 //! own check: every declared variable given, none null, each a String, ID (as a string), Int
-//! (within 32 bits), Float or Boolean, or a list of them. Any other request, and any document
-//! with a directive (`@skip(if: $v)` makes what is validated depend on the variables), is
-//! validated in full, so that its errors are exactly async-graphql's.
+//! (within 32 bits), Float or Boolean, or a list of them. The document must hold one
+//! operation: the rules then see every fragment used by it (an unused one fails), and every
+//! variable a fragment uses declared by it, in a position its declared type fits; in a
+//! document of several operations, a fragment of another one is checked against whatever
+//! variables the request sent, declared or not. Any other request, and (to keep the rule
+//! plain) any document with a directive, is validated in full, so that its errors are exactly
+//! async-graphql's.
 
 use std::sync::Arc;
 
@@ -89,7 +93,10 @@ impl Validated {
         definition: &OperationDefinition,
         variables: &Variables,
     ) -> Validation {
-        if query.len() > LARGEST || !surely_valid(definition, variables) {
+        if query.len() > LARGEST
+            || doc.operations.iter().count() != 1
+            || !surely_valid(definition, variables)
+        {
             return Validation::Full;
         }
         let key = (query.to_string(), operation.map(str::to_string));
@@ -247,6 +254,26 @@ mod tests {
                 "{query}"
             );
         }
+    }
+
+    #[test]
+    fn a_document_of_several_operations_is_validated_in_full() {
+        // Validating A, async-graphql checks B's fragment against the request's `$p`.
+        let query = "query A($s: String!) { patients(search: $s) { pageInfo { page } } } \
+                     query B($p: Int!) { ...F } \
+                     fragment F on Query { patients(pagination: { page: $p }) { pageInfo { page } } }";
+        let doc = parse_query(query).expect("parses");
+        let a = match &doc.operations {
+            DocumentOperations::Multiple(ops) => &ops.get("A").expect("A").node,
+            DocumentOperations::Single(_) => unreachable!("two operations"),
+        };
+        let validated = Validated::default();
+        validated.learn(query, Some("A"));
+        let variables = vars(serde_json::json!({"s": "x", "p": "oops"}));
+        assert_eq!(
+            validated.validation(query, Some("A"), &doc, a, &variables),
+            Validation::Full
+        );
     }
 
     #[test]
