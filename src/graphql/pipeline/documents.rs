@@ -20,7 +20,20 @@ use quick_cache::sync::Cache;
 const BUDGET: u64 = 1 << 20;
 
 /// The longest query text that is kept.
-const LARGEST: usize = 8 * 1024;
+pub(super) const LARGEST: usize = 8 * 1024;
+
+/// A cache of at most [`BUDGET`] bytes of query text, as `weighter` counts it: the parsed
+/// documents', and the documents known to pass validation ([`super::validated`]).
+pub(super) fn of_query_texts<K, V, W>(weighter: W) -> Arc<Cache<K, V, W>>
+where
+    K: Eq + std::hash::Hash,
+    V: Clone,
+    W: Weighter<K, V> + Clone,
+{
+    // An estimate of the entries it holds, for the cache's sizing: queries of ~1 KiB.
+    let entries = (BUDGET / 1024) as usize;
+    Arc::new(Cache::with_weighter(entries, BUDGET, weighter))
+}
 
 /// Documents by their text.
 #[derive(Clone)]
@@ -40,10 +53,8 @@ impl Weighter<String, Arc<ExecutableDocument>> for TextLength {
 
 impl Default for Documents {
     fn default() -> Self {
-        // An estimate of the entries it holds, for the cache's sizing: queries of ~1 KiB.
-        let entries = (BUDGET / 1024) as usize;
         Documents {
-            cache: Arc::new(Cache::with_weighter(entries, BUDGET, TextLength)),
+            cache: of_query_texts(TextLength),
         }
     }
 }

@@ -27,16 +27,13 @@ use async_graphql::{Positioned, Value, Variables};
 use quick_cache::Weighter;
 use quick_cache::sync::Cache;
 
-/// Bytes of query text the cache holds at most.
-const BUDGET: u64 = 1 << 20;
-
-/// The longest query text that is kept.
-const LARGEST: usize = 8 * 1024;
+use super::documents::{LARGEST, of_query_texts};
 
 /// A document's text and the name of the operation chosen in it.
 type Key = (String, Option<String>);
 
-/// Documents that passed validation in full, by text and operation.
+/// Documents that passed validation in full, by text and operation: at most 1 MiB of text,
+/// none longer than the parsed documents' cache keeps ([`super::documents`]).
 #[derive(Clone)]
 pub struct Validated {
     cache: Arc<Cache<Key, (), TextLength>>,
@@ -54,10 +51,8 @@ impl Weighter<Key, ()> for TextLength {
 
 impl Default for Validated {
     fn default() -> Self {
-        // An estimate of the entries it holds, for the cache's sizing: queries of ~1 KiB.
-        let entries = (BUDGET / 1024) as usize;
         Validated {
-            cache: Arc::new(Cache::with_weighter(entries, BUDGET, TextLength)),
+            cache: of_query_texts(TextLength),
         }
     }
 }
