@@ -23,10 +23,10 @@ const QUEUE: usize = 4096;
 /// a busy server's reads of one record each (a transaction also stops at so many pages' worth
 /// of entries; see [`Store::index_reads`]). SQLite's one writer is held meanwhile, and with
 /// it every write; between two transactions the indexer pauses as long as the last one took,
-/// so that writes get at least half of it. The batch does not shrink when a transaction is slow: on a busy
-/// machine every transaction is, and smaller ones made the index fall behind the reads
-/// without end (at 5,000 requests a second, 16,000 behind after 8 s, in 135 commits a
-/// second). Each commit also empties every reading connection's cache of pages: batches of
+/// so that writes get at least half of it. The batch does not shrink when a transaction is
+/// slow: on a busy machine every transaction is, and smaller ones made the index fall behind
+/// the reads without end (at 5,000 requests a second, 16,000 behind after 8 s, in 135
+/// commits a second). Each commit also empties every reading connection's cache of pages: batches of
 /// 500 were 11 commits a second at 5,500 `patient` requests a second, and `patient` served
 /// 5 to 20 % fewer requests than with these (three alternated runs of 8 s).
 const INDEX_BATCH: i64 = 5000;

@@ -24,13 +24,24 @@ use async_graphql::parser::types::{
     BaseType, Directive, ExecutableDocument, OperationDefinition, Selection, SelectionSet, Type,
 };
 use async_graphql::{Positioned, Value, Variables};
-use quick_cache::Weighter;
 use quick_cache::sync::Cache;
+use quick_cache::{Equivalent, Weighter};
 
 use super::documents::{LARGEST, of_query_texts};
 
 /// A document's text and the name of the operation chosen in it.
 type Key = (String, Option<String>);
+
+/// A [`Key`] looked up without copying the request's text: it hashes as the key does (a
+/// `&str` as its `String`, field by field as the tuple).
+#[derive(Hash)]
+struct KeyOf<'q>(&'q str, Option<&'q str>);
+
+impl Equivalent<Key> for KeyOf<'_> {
+    fn equivalent(&self, key: &Key) -> bool {
+        self.0 == key.0 && self.1 == key.1.as_deref()
+    }
+}
 
 /// Documents that passed validation in full, by text and operation: at most 1 MiB of text,
 /// none longer than the parsed documents' cache keeps ([`super::documents`]).
@@ -94,8 +105,7 @@ impl Validated {
         {
             return Validation::Full;
         }
-        let key = (query.to_string(), operation.map(str::to_string));
-        if self.cache.get(&key).is_some() {
+        if self.cache.get(&KeyOf(query, operation)).is_some() {
             return Validation::Known;
         }
         if has_directives(doc) {
@@ -255,8 +265,8 @@ mod tests {
     fn a_document_of_several_operations_is_validated_in_full() {
         // Validating A, async-graphql checks B's fragment against the request's `$p`.
         let query = "query A($s: String!) { patients(search: $s) { pageInfo { page } } } \
-                     query B($p: Int!) { ...F } \
-                     fragment F on Query { patients(pagination: { page: $p }) { pageInfo { page } } }";
+                     query B($p: Int!) { ...F } fragment F on Query \
+                     { patients(pagination: { page: $p }) { pageInfo { page } } }";
         let doc = parse_query(query).expect("parses");
         let a = match &doc.operations {
             DocumentOperations::Multiple(ops) => &ops.get("A").expect("A").node,
