@@ -180,6 +180,21 @@ async fn count_on(app: &TestApp, engine: Engine) {
     eprintln!("statements on {engine:?}: patient(id) = {statements}");
     assert_eq!(statements, 1 + recorded);
 
+    // patient(id) with its labels, asked for through a fragment: the labels come in the
+    // patient's own statement (src/store/patients.rs, find_patient_with_labels).
+    let before = STATEMENTS.load(Ordering::SeqCst);
+    let data = app
+        .ok(
+            "query($id: ID!) { patient(id: $id) { ...Named } } \
+             fragment Named on Patient { firstName labels { text } }",
+            json!({ "id": id }),
+        )
+        .await;
+    let statements = STATEMENTS.load(Ordering::SeqCst) - before;
+    assert_eq!(data["patient"]["labels"], json!([]));
+    eprintln!("statements on {engine:?}: patient(id) with labels = {statements}");
+    assert_eq!(statements, 1 + recorded);
+
     // A page of patients of whom some have no labels: their labels are loaded with the
     // page's, once, and not asked for again one by one (or a batch at a time) as the
     // patients without any reach their field.

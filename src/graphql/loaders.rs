@@ -85,6 +85,14 @@ pub async fn load_one<B: Batch>(ctx: &Context<'_>, id: &str) -> Result<Option<B:
         .map_err(|e| store_failed_ref(&e))
 }
 
+/// Gives the request's loader of kind `B` a record fetched by other means (with the row it
+/// hangs from, say), so that a field that asks for it is not sent to the database again.
+/// Without the cache (a mutation's request), the field loads it as usual.
+pub async fn feed<B: Batch>(ctx: &Context<'_>, id: String, value: B::Value) -> Result<()> {
+    ctx.data::<Loaded<B>>()?.feed_one(id, value).await;
+    Ok(())
+}
+
 /// Loads the records of kind `B` with these ids through the request's loader, in the order
 /// of `ids`; an id with no record is left out.
 pub async fn load_many<B: Batch>(ctx: &Context<'_>, ids: Vec<String>) -> Result<Vec<B::Value>> {

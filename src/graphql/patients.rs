@@ -410,8 +410,17 @@ impl PatientQueries {
         #[graphql(desc = "The patient's id.")] id: ID,
     ) -> Result<Option<Patient>> {
         let principal = authorize(ctx, OperationKind::Query)?;
-        let found = reader(ctx, principal).find_patient(&id).await.or_fail()?;
-        Ok(found.map(|p| Patient::read(ctx, p)))
+        let store = reader(ctx, principal);
+        if !ctx.look_ahead().field("labels").exists() {
+            let found = store.find_patient(&id).await.or_fail()?;
+            return Ok(found.map(|p| Patient::read(ctx, p)));
+        }
+        // The labels come with the patient, in the same statement.
+        let Some((patient, labels)) = store.find_patient_with_labels(&id).await.or_fail()? else {
+            return Ok(None);
+        };
+        loaders::feed::<loaders::PatientLabels>(ctx, patient.id.clone(), labels).await?;
+        Ok(Some(Patient::read(ctx, patient)))
     }
 
     /// A page of patients, by last name then first name. Archived and deleted patients are

@@ -210,6 +210,37 @@ pub struct PatientLabel {
     pub color: Option<String>,
 }
 
+/// A patient's row with the labels on it, as a JSON list of `[id, label_id, title, color]` in
+/// the order they were put on (see [`Engine::labels_of_patients_row`]).
+#[derive(FromRow)]
+struct WithLabels {
+    #[sqlx(flatten)]
+    patient: Patient,
+    labels_on: String,
+}
+
+impl Engine {
+    /// A scalar subquery, beside a row of `patients`: the labels on that patient as a JSON
+    /// list of `[id, label_id, title, color]`, in the order
+    /// [`PracticeStore::labels_of_patients`] gives them; `[]` for none.
+    fn labels_of_patients_row(self) -> &'static str {
+        match self {
+            Engine::Sqlite => {
+                "(SELECT json_group_array(json_array(pl.id, pl.label_id, l.title, l.color) \
+                 ORDER BY pl.created_at, pl.id) FROM patient_labels pl \
+                 JOIN labels l ON l.practice_id = pl.practice_id AND l.id = pl.label_id \
+                 WHERE pl.practice_id = patients.practice_id AND pl.patient_id = patients.id)"
+            }
+            Engine::Postgres => {
+                "(SELECT COALESCE(json_agg(json_build_array(pl.id, pl.label_id, l.title, l.color) \
+                 ORDER BY pl.created_at, pl.id), '[]')::text FROM patient_labels pl \
+                 JOIN labels l ON l.practice_id = pl.practice_id AND l.id = pl.label_id \
+                 WHERE pl.practice_id = patients.practice_id AND pl.patient_id = patients.id)"
+            }
+        }
+    }
+}
+
 /// What became of a label put on a patient.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Inserted {
@@ -279,6 +310,45 @@ impl PracticeStore<'_> {
             .bind(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id))
             .fetch_optional(self.read())
             .await?)
+    }
+
+    /// The patient with this id and the labels on it, as [`PracticeStore::find_patient`] and
+    /// [`PracticeStore::labels_of_patients`] give them, in one statement: for a request that
+    /// asks for both, one trip to the database instead of two (on SQLite, a hop to a
+    /// connection's thread and back each).
+    pub async fn find_patient_with_labels(
+        &self,
+        id: &str,
+    ) -> StoreResult<Option<(Patient, Vec<PatientLabel>)>> {
+        let mut args = Args::default();
+        let id_param = args.add(id);
+        let visible = self.visible_patients(&mut args, "patients");
+        let sql = format!(
+            "SELECT {}, {} AS labels_on FROM patients \
+             WHERE practice_id = $1 AND id = {id_param}{visible}",
+            *PATIENT_COLUMNS,
+            self.store.engine.labels_of_patients_row()
+        );
+        let found: Option<WithLabels> = args
+            .bind(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id))
+            .fetch_optional(self.read())
+            .await?;
+        let Some(WithLabels { patient, labels_on }) = found else {
+            return Ok(None);
+        };
+        let labels: Vec<(String, String, String, Option<String>)> =
+            serde_json::from_str(&labels_on).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
+        let labels = labels
+            .into_iter()
+            .map(|(id, label_id, title, color)| PatientLabel {
+                id,
+                patient_id: patient.id.clone(),
+                label_id,
+                title,
+                color,
+            })
+            .collect();
+        Ok(Some((patient, labels)))
     }
 
     /// Refuses, as not found, a patient the viewer does not see (see

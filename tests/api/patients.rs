@@ -538,3 +538,81 @@ async fn a_deleted_patient_keeps_its_labels(#[case] engine: Engine) {
     );
     assert_eq!(patient(&app, &id).await["labels"][0]["text"], "VIP");
 }
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_patients_labels_come_with_it_as_its_list_shows_them(#[case] engine: Engine) {
+    // patient(id) fetches the labels in the patient's own statement when they are asked for
+    // (src/store/patients.rs, find_patient_with_labels); the list loads them on their own.
+    // Both must say the same, in the same order, whatever the titles hold.
+    let app = spawn!(engine);
+    let labelled = app.patient("Ada", "Labelled").await;
+    let bare = app.patient("Bo", "Bare").await;
+    let add = "mutation($p: ID!, $l: ID!) { addPatientLabel(patientId: $p, labelReferenceId: $l) { error } }";
+    let titles = ["Zed", "Quote \"q\" \\ back", "Ünïcödé ✓", "Alpha"];
+    for title in titles {
+        let label = app.label(title).await;
+        let added = mutate(&app, add, json!({ "p": labelled, "l": label })).await;
+        assert_eq!(added["error"], Value::Null, "{added}");
+    }
+    let colourless = app
+        .ok(
+            "mutation { createLabel(title: \"No colour\") { data { id } error } }",
+            json!({}),
+        )
+        .await["createLabel"]["data"]["id"]
+        .clone();
+    mutate(&app, add, json!({ "p": labelled, "l": colourless })).await;
+
+    let fields = "id referenceId text color";
+    let listed = app
+        .ok(
+            &format!("{{ patients {{ data {{ id labels {{ {fields} }} }} }} }}"),
+            json!({}),
+        )
+        .await;
+    let listed_labels = |id: &str| {
+        listed["patients"]["data"]
+            .as_array()
+            .expect("page")
+            .iter()
+            .find(|p| p["id"] == json!(id))
+            .unwrap_or_else(|| panic!("{id} not listed: {listed}"))["labels"]
+            .clone()
+    };
+    let expected = listed_labels(&labelled);
+    let texts: Vec<&str> = expected
+        .as_array()
+        .expect("labels")
+        .iter()
+        .filter_map(|l| l["text"].as_str())
+        .collect();
+    assert_eq!(texts, [&titles[..], &["No colour"]].concat(), "{expected}");
+    assert_eq!(expected[4]["color"], Value::Null, "{expected}");
+    assert_eq!(listed_labels(&bare), json!([]));
+
+    for id in [&labelled, &bare] {
+        let asked = app
+            .ok(
+                &format!(
+                    "query($id: ID!) {{ one: patient(id: $id) {{ firstName tags: labels {{ {fields} }} }} \
+                     two: patient(id: $id) {{ ... on Patient {{ labels {{ {fields} }} }} }} \
+                     three: patient(id: $id) {{ firstName }} }}"
+                ),
+                json!({ "id": id }),
+            )
+            .await;
+        assert_eq!(asked["one"]["tags"], listed_labels(id), "{asked}");
+        assert_eq!(asked["two"]["labels"], listed_labels(id), "{asked}");
+        assert!(asked["three"]["firstName"].is_string(), "{asked}");
+    }
+    let missing = app
+        .ok(
+            "{ patient(id: \"no-such-patient\") { labels { text } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(missing["patient"], Value::Null);
+}

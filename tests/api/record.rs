@@ -690,6 +690,15 @@ async fn access_groups_hide_a_patient_from_staff_outside_them(#[case] engine: En
         )
         .await;
     assert_eq!(body["data"]["patient"], Value::Null, "{body}");
+    // Asked with its labels, which come in the patient's own statement, it is hidden too.
+    let body = app
+        .gql(
+            Some(&out),
+            "query($id: ID!) { patient(id: $id) { id labels { text } } }",
+            json!({ "id": secret }),
+        )
+        .await;
+    assert_eq!(body["data"]["patient"], Value::Null, "{body}");
     let list = "query($s: String) { patients(search: $s, pagination: { pageSize: 1 }) { data { id } pageInfo { hasMore } } }";
     let body = app.gql(Some(&out), list, json!({})).await;
     assert_eq!(
@@ -741,11 +750,12 @@ async fn access_groups_hide_a_patient_from_staff_outside_them(#[case] engine: En
     let body = app
         .gql(
             Some(&inside),
-            "query($id: ID!) { patient(id: $id) { id } }",
+            "query($id: ID!) { patient(id: $id) { id labels { text } } }",
             json!({ "id": secret }),
         )
         .await;
     assert_eq!(body["data"]["patient"]["id"], secret.as_str(), "{body}");
+    assert_eq!(body["data"]["patient"]["labels"], json!([]), "{body}");
     // Once the insider's feed shows the patient's events, the outsider's still does not.
     let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while !app
