@@ -87,26 +87,25 @@ fn failed(error: impl std::fmt::Display) -> (StatusCode, String) {
 /// firstName email }`.
 async fn patient(State(app): State<Baseline>, Json(request): Json<PatientRequest>) -> Answer {
     let practice = app.store.practice(&app.practice);
-    let Some(patient) = practice.find_patient(&request.id).await.map_err(failed)? else {
-        return Ok(Json(json!({ "data": { "patient": null } })));
-    };
     if request.narrow {
+        let Some(patient) = practice.find_patient(&request.id).await.map_err(failed)? else {
+            return Ok(Json(json!({ "data": { "patient": null } })));
+        };
         return Ok(Json(json!({ "data": { "patient": {
             "id": patient.id,
             "firstName": patient.fields.first_name,
             "email": patient.fields.email,
         } } })));
     }
-    let labels = practice
-        .labels_of_patients(std::slice::from_ref(&patient.id))
+    // The patient with its labels, in one statement, as the server asks for them.
+    let Some((patient, labels)) = practice
+        .find_patient_with_labels(&request.id)
         .await
-        .map_err(failed)?;
-    let texts: Vec<Value> = labels
-        .get(&patient.id)
-        .into_iter()
-        .flatten()
-        .map(|l| json!({ "text": l.title }))
-        .collect();
+        .map_err(failed)?
+    else {
+        return Ok(Json(json!({ "data": { "patient": null } })));
+    };
+    let texts: Vec<Value> = labels.iter().map(|l| json!({ "text": l.title })).collect();
     Ok(Json(json!({ "data": { "patient": {
         "firstName": patient.fields.first_name,
         "email": patient.fields.email,
