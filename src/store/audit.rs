@@ -569,6 +569,12 @@ impl Store {
             let journal = journal.clone();
             blocking(move || {
                 let mut files: Vec<_> = journal.set_aside().into_iter().collect();
+                if !files.is_empty()
+                    && let Err(error) = journal.make_ahead()
+                {
+                    // The next batch makes one, as it would have.
+                    tracing::warn!(%error, "could not make the next journal of reads ahead");
+                }
                 files.extend(journal.orphans(ORPHANS_A_MOVE)?);
                 Ok(files)
             })

@@ -107,7 +107,7 @@ impl Journal {
     /// short: reads never answered may so be recorded, never reads answered left out), and
     /// the next batch starts a new one.
     pub(super) fn append(&self, lines: &[u8]) -> std::io::Result<()> {
-        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        let mut current = self.lock_current();
         let mut open = match current.take() {
             Some(open) => open,
             None => self.make()?,
@@ -122,12 +122,49 @@ impl Journal {
     /// Sets the journal being written aside, if it holds anything, to be moved: the next
     /// batch starts a new one.
     pub(super) fn set_aside(&self) -> Option<Open> {
-        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        let mut current = self.lock_current();
         if current.as_ref().is_some_and(|open| open.len > 0) {
             current.take()
         } else {
             None
         }
+    }
+
+    /// Makes the journal the next batch appends to, if there is none: the mover calls it once
+    /// it has set one aside, so that no batch of reads waits while a journal is made (its name
+    /// made durable with a flush of the directory, a few milliseconds, with every response of
+    /// the batch and of those queued behind it waiting). A batch that comes meanwhile makes
+    /// one of its own, as before, and the one made here is removed.
+    pub(super) fn make_ahead(&self) -> std::io::Result<()> {
+        if self.lock_current().is_some() {
+            return Ok(());
+        }
+        let made = self.make()?;
+        let mut current = self.lock_current();
+        if current.is_none() {
+            *current = Some(made);
+            return Ok(());
+        }
+        drop(current);
+        std::fs::remove_file(&made.path)
+    }
+
+    /// Removes the journal being written if it holds nothing (one made ahead that no batch
+    /// came to): for a server that stops, which leaves no file behind.
+    pub(super) fn discard_unused(&self) -> std::io::Result<()> {
+        let mut current = self.lock_current();
+        match current.take() {
+            Some(open) if open.len == 0 => std::fs::remove_file(&open.path),
+            other => {
+                *current = other;
+                Ok(())
+            }
+        }
+    }
+
+    /// The journal being written, locked.
+    fn lock_current(&self) -> std::sync::MutexGuard<'_, Option<Open>> {
+        self.current.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Up to `most` journals that no live process holds, each locked now by this one;
@@ -343,6 +380,45 @@ mod tests {
         let mut next = journal.set_aside().expect("the new file");
         assert_ne!(next.path, aside.path);
         assert_eq!(next.contents().expect("read"), b"[3]\n");
+    }
+
+    #[test]
+    fn the_next_journal_is_made_ahead_and_removed_unused() {
+        let (dir, journal) = journal();
+        journal.append(b"[1]\n").expect("appended");
+        journal
+            .make_ahead()
+            .expect("nothing to do: a journal is being written");
+        assert_eq!(names(dir.path()).len(), 1);
+        let aside = journal.set_aside().expect("set aside");
+        journal.make_ahead().expect("made ahead");
+        let listed = names(dir.path());
+        assert_eq!(listed.len(), 2, "{listed:?}");
+        let ahead = dir.path().join(
+            listed
+                .iter()
+                .find(|n| !aside.path.ends_with(n))
+                .expect("new"),
+        );
+        assert_eq!(std::fs::read(&ahead).expect("read"), b"");
+        assert!(
+            journal.orphans(16).expect("orphans").is_empty(),
+            "the journal made ahead is locked by its process"
+        );
+        // The next batch goes to it: no file is made on its way.
+        journal.append(b"[2]\n").expect("appended");
+        assert_eq!(names(dir.path()).len(), 2);
+        assert_eq!(std::fs::read(&ahead).expect("read"), b"[2]\n");
+        // Used, it stays; unused, it goes.
+        journal.discard_unused().expect("kept");
+        assert!(ahead.exists());
+        let mut next = journal.set_aside().expect("set aside");
+        assert_eq!(next.contents().expect("read"), b"[2]\n");
+        journal.make_ahead().expect("made ahead");
+        assert_eq!(names(dir.path()).len(), 3);
+        journal.discard_unused().expect("removed");
+        assert_eq!(names(dir.path()).len(), 2, "the unused one is gone");
+        assert!(journal.set_aside().is_none(), "nothing left to move");
     }
 
     #[test]

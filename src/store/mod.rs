@@ -438,6 +438,12 @@ impl Store {
         if let Err(error) = self.move_reads().await {
             tracing::warn!(%error, "could not move the journal of reads into the audit log: the next start will");
         }
+        if let Some(journal) = &self.journal {
+            let journal = journal.clone();
+            if let Err(error) = blocking(move || journal.discard_unused()).await {
+                tracing::warn!(%error, "could not remove the unused journal of reads: the next start will");
+            }
+        }
         self.warm.close();
         self.write.close().await;
         self.read.close().await;

@@ -6,7 +6,7 @@ use std::process::{Command, Output, Stdio};
 use rstest::rstest;
 use tempfile::TempDir;
 
-use crate::helpers::{Engine, TestDatabase, journals_of_reads};
+use crate::helpers::{Engine, TestDatabase, journals_holding_reads, journals_of_reads};
 
 pub(crate) struct Cli {
     dir: TempDir,
@@ -639,7 +639,7 @@ async fn reads_answered_are_on_the_trail_after_the_process_is_killed(#[case] eng
         }
         server.kill().expect("SIGKILL");
         server.wait().expect("wait");
-        if engine == Engine::Postgres || !journals_of_reads(cli.dir.path()).is_empty() {
+        if engine == Engine::Postgres || !journals_holding_reads(cli.dir.path()).is_empty() {
             break;
         }
         assert!(attempt < 5, "the reads were always moved before the kill");

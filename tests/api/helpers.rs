@@ -569,6 +569,15 @@ pub fn journals_of_reads(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     found
 }
 
+/// The journals of reads in `dir` that hold any: a server makes the next journal ahead,
+/// empty, once it has set one aside (src/store/journal.rs, `Journal::make_ahead`).
+pub fn journals_holding_reads(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    journals_of_reads(dir)
+        .into_iter()
+        .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.len() > 0))
+        .collect()
+}
+
 /// While it lives, the SQLite test database's directory takes no new file, as a full disk
 /// would refuse one: the server's journal of reads cannot be made, so no read can be recorded
 /// (src/store/journal.rs). `chmod` stops a user; root, whom it does not stop, is stopped with
