@@ -20,7 +20,9 @@
 //!   actor type, actor id, actor name, reads]`, the columns of `audit_reads`) and flushed
 //!   with `fdatasync` before any of its requests is answered;
 //! - about once a second, and before the audit log is listed or the database backed up, the
-//!   file being written is set aside (the next batch starts a new one), its lines are inserted
+//!   file being written is set aside and the next one made at once, off the requests' path
+//!   (if that fails, the next batch makes it; a server that stops removes it unused), its
+//!   lines are inserted
 //!   into `audit_reads` (`ON CONFLICT DO NOTHING` on their key: a line inserted twice is one
 //!   row), and then the file is removed; a file the log refuses (a damaged line, a row the
 //!   database will not take) is renamed `<database>-unmoved-reads-<id>` and logged as an
