@@ -561,6 +561,17 @@ impl Store {
     /// same; the first such failure is returned. A file the log refuses is set aside for an
     /// operator ([`super::journal::Journal::quarantine`]). Elsewhere: nothing to move, 0.
     pub async fn move_reads(&self) -> StoreResult<u64> {
+        self.move_reads_then(false).await
+    }
+
+    /// [`Store::move_reads`] for the mover of every second: the next journal is made before
+    /// the one being written is set aside, and takes its place, so that no batch of reads
+    /// waits for one to be made ([`super::journal::Journal::set_aside_making_the_next`]).
+    pub async fn move_reads_making_the_next(&self) -> StoreResult<u64> {
+        self.move_reads_then(true).await
+    }
+
+    async fn move_reads_then(&self, making_the_next: bool) -> StoreResult<u64> {
         let Some(journal) = &self.journal else {
             return Ok(0);
         };
@@ -568,13 +579,15 @@ impl Store {
         let found = {
             let journal = journal.clone();
             blocking(move || {
-                let mut files: Vec<_> = journal.set_aside().into_iter().collect();
-                if !files.is_empty()
-                    && let Err(error) = journal.make_ahead()
-                {
-                    // The next batch makes one, as it would have.
-                    tracing::warn!(%error, "could not make the next journal of reads ahead");
-                }
+                let set_aside = match making_the_next {
+                    false => journal.set_aside(),
+                    true => journal.set_aside_making_the_next().unwrap_or_else(|error| {
+                        // The next batch makes one, as it would have.
+                        tracing::warn!(%error, "could not make the next journal of reads ahead");
+                        journal.set_aside()
+                    }),
+                };
+                let mut files: Vec<_> = set_aside.into_iter().collect();
                 files.extend(journal.orphans(ORPHANS_A_MOVE)?);
                 Ok(files)
             })
@@ -648,29 +661,32 @@ impl Store {
         // reading connection's cache of pages (SQLite drops all it holds once another
         // connection has changed the file), and a second of a busy server's reads was six
         // commits of a thousand.
-        let mut tx = self.begin_write().await?;
-        for chunk in chunks {
-            let inserted = sqlx::query(sqlx::AssertSqlSafe(sql.as_str()))
-                .bind(chunk)
-                .execute(&mut *tx)
-                .await;
-            match inserted {
-                Ok(_) => {}
-                Err(sqlx::Error::Database(error))
-                    if matches!(
-                        error.kind(),
-                        sqlx::error::ErrorKind::ForeignKeyViolation
-                            | sqlx::error::ErrorKind::NotNullViolation
-                            | sqlx::error::ErrorKind::CheckViolation
-                    ) =>
-                {
-                    refused(error.message());
-                    return Ok(0);
+        // (A journal made ahead and never written holds nothing: no transaction.)
+        if !chunks.is_empty() {
+            let mut tx = self.begin_write().await?;
+            for chunk in chunks {
+                let inserted = sqlx::query(sqlx::AssertSqlSafe(sql.as_str()))
+                    .bind(chunk)
+                    .execute(&mut *tx)
+                    .await;
+                match inserted {
+                    Ok(_) => {}
+                    Err(sqlx::Error::Database(error))
+                        if matches!(
+                            error.kind(),
+                            sqlx::error::ErrorKind::ForeignKeyViolation
+                                | sqlx::error::ErrorKind::NotNullViolation
+                                | sqlx::error::ErrorKind::CheckViolation
+                        ) =>
+                    {
+                        refused(error.message());
+                        return Ok(0);
+                    }
+                    Err(error) => return Err(error.into()),
                 }
-                Err(error) => return Err(error.into()),
             }
+            tx.commit().await?;
         }
-        tx.commit().await?;
         let path = file.path.clone();
         blocking(move || match std::fs::remove_file(&path) {
             // Another mover that took it too (both found it let go) removed it.

@@ -20,11 +20,10 @@
 //!   actor type, actor id, actor name, reads]`, the columns of `audit_reads`) and flushed
 //!   with `fdatasync` before any of its requests is answered;
 //! - about once a second, and before the audit log is listed or the database backed up, the
-//!   file being written is set aside and the next one made at once, off the requests' path
-//!   (if that fails, the next batch makes it; a server that stops removes it unused), its
-//!   lines are inserted
-//!   into `audit_reads` (`ON CONFLICT DO NOTHING` on their key: a line inserted twice is one
-//!   row), and then the file is removed; a file the log refuses (a damaged line, a row the
+//!   file being written is set aside (the mover of every second first makes the next one, off
+//!   the requests' path, and puts it in its place, but for a server that stops; otherwise
+//!   the next batch makes one), its lines are inserted into `audit_reads` (`ON CONFLICT DO
+//!   NOTHING` on their key: a line inserted twice is one row), and then the file is removed; a file the log refuses (a damaged line, a row the
 //!   database will not take) is renamed `<database>-unmoved-reads-<id>` and logged as an
 //!   error, for an operator;
 //! - files whose lock is free were left by a process that is gone (a crash, a `kill -9`):
@@ -78,6 +77,8 @@ pub(super) struct Journal {
     current: std::sync::Mutex<Option<Open>>,
     /// One mover at a time.
     pub(super) moving: tokio::sync::Mutex<()>,
+    /// Set when the server stops: no journal is made ahead any more.
+    closing: std::sync::atomic::AtomicBool,
 }
 
 impl Journal {
@@ -99,6 +100,7 @@ impl Journal {
             database,
             current: Default::default(),
             moving: Default::default(),
+            closing: Default::default(),
         })
     }
 
@@ -121,47 +123,39 @@ impl Journal {
         Ok(())
     }
 
-    /// Sets the journal being written aside, if it holds anything, to be moved: the next
-    /// batch starts a new one.
+    /// Sets the journal being written aside, if there is one, to be moved: the next batch
+    /// starts a new one. (One made ahead and never written is moved as nothing, and removed.)
     pub(super) fn set_aside(&self) -> Option<Open> {
-        let mut current = self.lock_current();
-        if current.as_ref().is_some_and(|open| open.len > 0) {
-            current.take()
-        } else {
-            None
-        }
+        self.lock_current().take()
     }
 
-    /// Makes the journal the next batch appends to, if there is none: the mover calls it once
-    /// it has set one aside, so that no batch of reads waits while a journal is made (its name
-    /// made durable with a flush of the directory, a few milliseconds, with every response of
-    /// the batch and of those queued behind it waiting). A batch that comes meanwhile makes
-    /// one of its own, as before, and the one made here is removed.
-    pub(super) fn make_ahead(&self) -> std::io::Result<()> {
-        if self.lock_current().is_some() {
-            return Ok(());
+    /// As [`Journal::set_aside`], with the next journal made first and put in the place of the
+    /// one set aside in the same step, so that no batch of reads waits for a journal to be
+    /// made (its name made durable with a flush of the directory: a few milliseconds, with
+    /// every response of the batch and of those queued behind it waiting). Nothing is made
+    /// when nothing is written. If the next cannot be made, nothing is set aside and the
+    /// error is returned: the caller sets aside as before, and the next batch makes one.
+    pub(super) fn set_aside_making_the_next(&self) -> std::io::Result<Option<Open>> {
+        if self.closing.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(self.set_aside());
         }
-        let made = self.make()?;
-        let mut current = self.lock_current();
-        if current.is_none() {
-            *current = Some(made);
-            return Ok(());
+        if self
+            .lock_current()
+            .as_ref()
+            .is_none_or(|open| open.len == 0)
+        {
+            return Ok(None);
         }
-        drop(current);
-        std::fs::remove_file(&made.path)
+        // Made while batches still go to the one being written.
+        let next = self.make()?;
+        Ok(self.lock_current().replace(next))
     }
 
-    /// Removes the journal being written if it holds nothing (one made ahead that no batch
-    /// came to): for a server that stops, which leaves no file behind.
-    pub(super) fn discard_unused(&self) -> std::io::Result<()> {
-        let mut current = self.lock_current();
-        match current.take() {
-            Some(open) if open.len == 0 => std::fs::remove_file(&open.path),
-            other => {
-                *current = other;
-                Ok(())
-            }
-        }
+    /// From now on, [`Journal::set_aside_making_the_next`] makes no journal ahead: for a
+    /// server that stops, whose last move then leaves no file behind.
+    pub(super) fn stop_making_ahead(&self) {
+        self.closing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// The journal being written, locked.
@@ -385,15 +379,19 @@ mod tests {
     }
 
     #[test]
-    fn the_next_journal_is_made_ahead_and_removed_unused() {
+    fn the_next_journal_is_made_before_one_is_set_aside_but_not_when_the_server_stops() {
         let (dir, journal) = journal();
+        assert!(
+            journal.set_aside_making_the_next().expect("made").is_none(),
+            "nothing written, nothing to move"
+        );
+        assert!(names(dir.path()).is_empty(), "and nothing made");
         journal.append(b"[1]\n").expect("appended");
-        journal
-            .make_ahead()
-            .expect("nothing to do: a journal is being written");
-        assert_eq!(names(dir.path()).len(), 1);
-        let aside = journal.set_aside().expect("set aside");
-        journal.make_ahead().expect("made ahead");
+        let mut aside = journal
+            .set_aside_making_the_next()
+            .expect("set aside")
+            .expect("one");
+        assert_eq!(aside.contents().expect("read"), b"[1]\n");
         let listed = names(dir.path());
         assert_eq!(listed.len(), 2, "{listed:?}");
         let ahead = dir.path().join(
@@ -411,16 +409,36 @@ mod tests {
         journal.append(b"[2]\n").expect("appended");
         assert_eq!(names(dir.path()).len(), 2);
         assert_eq!(std::fs::read(&ahead).expect("read"), b"[2]\n");
-        // Used, it stays; unused, it goes.
-        journal.discard_unused().expect("kept");
-        assert!(ahead.exists());
-        let mut next = journal.set_aside().expect("set aside");
+        let mut next = journal
+            .set_aside_making_the_next()
+            .expect("set aside")
+            .expect("one");
         assert_eq!(next.contents().expect("read"), b"[2]\n");
-        journal.make_ahead().expect("made ahead");
         assert_eq!(names(dir.path()).len(), 3);
-        journal.discard_unused().expect("removed");
-        assert_eq!(names(dir.path()).len(), 2, "the unused one is gone");
+        // Unused, it is not set aside every second, but it is by a plain set_aside (the
+        // listing of the log, a backup, a server that stops), to be moved (nothing) and
+        // removed like any other.
+        assert!(
+            journal
+                .set_aside_making_the_next()
+                .expect("nothing made")
+                .is_none()
+        );
+        assert_eq!(names(dir.path()).len(), 3);
+        let mut unused = journal.set_aside().expect("the one made ahead");
+        assert_eq!(unused.contents().expect("read"), b"");
         assert!(journal.set_aside().is_none(), "nothing left to move");
+        // A server that stops makes none ahead: its last move leaves none behind.
+        journal.append(b"[3]\n").expect("appended");
+        journal.stop_making_ahead();
+        let files = names(dir.path()).len();
+        let mut last = journal
+            .set_aside_making_the_next()
+            .expect("set aside")
+            .expect("one");
+        assert_eq!(last.contents().expect("read"), b"[3]\n");
+        assert_eq!(names(dir.path()).len(), files, "no new journal made");
+        assert!(journal.set_aside().is_none());
     }
 
     #[test]

@@ -435,14 +435,12 @@ impl Store {
 
     /// Closes the pools, waiting for connections in use to be returned.
     pub async fn close(&self) {
+        if let Some(journal) = &self.journal {
+            // The mover of every second, which may still run, makes no new journal now.
+            journal.stop_making_ahead();
+        }
         if let Err(error) = self.move_reads().await {
             tracing::warn!(%error, "could not move the journal of reads into the audit log: the next start will");
-        }
-        if let Some(journal) = &self.journal {
-            let journal = journal.clone();
-            if let Err(error) = blocking(move || journal.discard_unused()).await {
-                tracing::warn!(%error, "could not remove the unused journal of reads: the next start will");
-            }
         }
         self.warm.close();
         self.write.close().await;

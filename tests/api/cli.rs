@@ -672,6 +672,84 @@ async fn reads_answered_are_on_the_trail_after_the_process_is_killed(#[case] eng
     }
 }
 
+/// SQLite: a server stopped with SIGTERM moves its journal of reads into the log and leaves
+/// no journal behind, though the mover of every second makes the next one ahead of the reads
+/// (src/store/journal.rs): the reads before the stop are on the trail of the next start.
+#[tokio::test]
+async fn a_server_stopped_leaves_no_journal_of_reads_behind() {
+    let cli = Cli::new();
+    let token = last_line(&cli.run(&["token", "create", "--name", "t", "--permission", "*"]));
+    let client = reqwest::Client::new();
+    let (server, url) = start_server(&cli);
+    let server = Stopped(server);
+    let made = post(
+        &client,
+        &url,
+        &token,
+        "mutation { createPatient(patientData: { first: \"Read\", last: \"Once\" }) { data { id } } }",
+        serde_json::json!({}),
+    )
+    .await;
+    let patient = made["data"]["createPatient"]["data"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("created: {made}"))
+        .to_string();
+    let read = "query($id: ID!) { patient(id: $id) { firstName } }";
+    // Two reads, each waited for until the mover (about once a second) has set its journal
+    // aside and made the next ahead: then a journal is there and it holds nothing.
+    for _ in 0..2 {
+        let body = post(
+            &client,
+            &url,
+            &token,
+            read,
+            serde_json::json!({ "id": patient }),
+        )
+        .await;
+        assert_eq!(body["data"]["patient"]["firstName"], "Read", "{body}");
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !journals_holding_reads(cli.dir.path()).is_empty()
+            || journals_of_reads(cli.dir.path()).is_empty()
+        {
+            assert!(
+                std::time::Instant::now() < until,
+                "no journal made ahead: {:?}",
+                journals_of_reads(cli.dir.path())
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+    let pid = server.0.id().to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(sent.success());
+    let mut server = server;
+    let status = server.0.wait().expect("wait");
+    assert!(status.success(), "stopped: {status}");
+    let left = journals_of_reads(cli.dir.path());
+    assert!(left.is_empty(), "{left:?}");
+
+    let (server, url) = start_server(&cli);
+    let _server = Stopped(server);
+    let trail = post(
+        &client,
+        &url,
+        &token,
+        "query($p: ID!) { auditEvents(patientId: $p, pagination: { pageSize: 100 }) { data { action operation } } }",
+        serde_json::json!({ "p": patient }),
+    )
+    .await;
+    let reads = trail["data"]["auditEvents"]["data"]
+        .as_array()
+        .unwrap_or_else(|| panic!("trail: {trail}"))
+        .iter()
+        .filter(|e| e["action"] == "read" && e["operation"] == "patient")
+        .count();
+    assert_eq!(reads, 2, "{trail}");
+}
+
 #[test]
 fn an_unreachable_database_is_one_line_and_a_non_zero_exit() {
     let cli = Cli::new();

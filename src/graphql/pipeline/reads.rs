@@ -111,7 +111,7 @@ fn index(store: Store, alive: mpsc::WeakSender<Pending>) {
             if alive.upgrade().is_none() || store.is_closed() {
                 return;
             }
-            if let Err(error) = store.move_reads().await {
+            if let Err(error) = store.move_reads_making_the_next().await {
                 tracing::warn!(%error, "could not move the journal of reads into the audit log");
             }
             loop {
