@@ -579,13 +579,14 @@ impl Store {
         let found = {
             let journal = journal.clone();
             blocking(move || {
-                let set_aside = match making_the_next {
-                    false => journal.set_aside(),
-                    true => journal.set_aside_making_the_next().unwrap_or_else(|error| {
+                let set_aside = if making_the_next {
+                    journal.set_aside_making_the_next().unwrap_or_else(|error| {
                         // The next batch makes one, as it would have.
                         tracing::warn!(%error, "could not make the next journal of reads ahead");
                         journal.set_aside()
-                    }),
+                    })
+                } else {
+                    journal.set_aside()
                 };
                 let mut files: Vec<_> = set_aside.into_iter().collect();
                 files.extend(journal.orphans(ORPHANS_A_MOVE)?);

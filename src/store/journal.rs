@@ -23,9 +23,9 @@
 //!   file being written is set aside (the mover of every second first makes the next one, off
 //!   the requests' path, and puts it in its place, but for a server that stops; otherwise
 //!   the next batch makes one), its lines are inserted into `audit_reads` (`ON CONFLICT DO
-//!   NOTHING` on their key: a line inserted twice is one row), and then the file is removed; a file the log refuses (a damaged line, a row the
-//!   database will not take) is renamed `<database>-unmoved-reads-<id>` and logged as an
-//!   error, for an operator;
+//!   NOTHING` on their key: a line inserted twice is one row), and then the file is
+//!   removed; a file the log refuses (a damaged line, a row the database will not take) is
+//!   renamed `<database>-unmoved-reads-<id>` and logged as an error, for an operator;
 //! - files whose lock is free were left by a process that is gone (a crash, a `kill -9`):
 //!   whoever takes the lock first moves them the same way. A last line cut short by a crash
 //!   was never flushed, so no response waited for it, and it is left out.

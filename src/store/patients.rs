@@ -219,25 +219,33 @@ struct WithLabels {
     labels_on: String,
 }
 
+/// The labels on patients (`pl`), each with its label of the catalogue (`l`) for its title and
+/// colour: what [`PracticeStore::labels_of_patients`] and [`Engine::labels_of_patients_row`]
+/// both read, in [`LABELS_IN_ORDER`].
+const LABELS_OF_PATIENTS: &str = "FROM patient_labels pl \
+     JOIN labels l ON l.practice_id = pl.practice_id AND l.id = pl.label_id";
+
+/// The order of a patient's labels: the order they were put on.
+const LABELS_IN_ORDER: &str = "pl.created_at, pl.id";
+
 impl Engine {
     /// A scalar subquery, beside a row of `patients`: the labels on that patient as a JSON
     /// list of `[id, label_id, title, color]`, in the order
     /// [`PracticeStore::labels_of_patients`] gives them; `[]` for none.
-    fn labels_of_patients_row(self) -> &'static str {
-        match self {
+    fn labels_of_patients_row(self) -> String {
+        let label = "(pl.id, pl.label_id, l.title, l.color)";
+        let list = match self {
             Engine::Sqlite => {
-                "(SELECT json_group_array(json_array(pl.id, pl.label_id, l.title, l.color) \
-                 ORDER BY pl.created_at, pl.id) FROM patient_labels pl \
-                 JOIN labels l ON l.practice_id = pl.practice_id AND l.id = pl.label_id \
-                 WHERE pl.practice_id = patients.practice_id AND pl.patient_id = patients.id)"
+                format!("json_group_array(json_array{label} ORDER BY {LABELS_IN_ORDER})")
             }
-            Engine::Postgres => {
-                "(SELECT COALESCE(json_agg(json_build_array(pl.id, pl.label_id, l.title, l.color) \
-                 ORDER BY pl.created_at, pl.id), '[]')::text FROM patient_labels pl \
-                 JOIN labels l ON l.practice_id = pl.practice_id AND l.id = pl.label_id \
-                 WHERE pl.practice_id = patients.practice_id AND pl.patient_id = patients.id)"
-            }
-        }
+            Engine::Postgres => format!(
+                "COALESCE(json_agg(json_build_array{label} ORDER BY {LABELS_IN_ORDER}), '[]')::text"
+            ),
+        };
+        format!(
+            "(SELECT {list} {LABELS_OF_PATIENTS} \
+             WHERE pl.practice_id = patients.practice_id AND pl.patient_id = patients.id)"
+        )
     }
 }
 
@@ -299,11 +307,20 @@ const SQLITE_SEARCH: &str = "SELECT r.patient_id FROM patients_search s \
 impl PracticeStore<'_> {
     /// The patient with this id, deleted and archived ones included.
     pub async fn find_patient(&self, id: &str) -> StoreResult<Option<Patient>> {
+        self.patient_by_id(id, "").await
+    }
+
+    /// The row of the patient with this id that the viewer sees, with its columns and
+    /// `more` (more columns, after a comma), read as `T`.
+    async fn patient_by_id<T>(&self, id: &str, more: &str) -> StoreResult<Option<T>>
+    where
+        T: for<'r> FromRow<'r, sqlx::any::AnyRow> + Send + Unpin,
+    {
         let mut args = Args::default();
         let id_param = args.add(id);
         let visible = self.visible_patients(&mut args, "patients");
         let sql = format!(
-            "SELECT {} FROM patients WHERE practice_id = $1 AND id = {id_param}{visible}",
+            "SELECT {}{more} FROM patients WHERE practice_id = $1 AND id = {id_param}{visible}",
             *PATIENT_COLUMNS
         );
         Ok(args
@@ -320,20 +337,11 @@ impl PracticeStore<'_> {
         &self,
         id: &str,
     ) -> StoreResult<Option<(Patient, Vec<PatientLabel>)>> {
-        let mut args = Args::default();
-        let id_param = args.add(id);
-        let visible = self.visible_patients(&mut args, "patients");
-        let sql = format!(
-            "SELECT {}, {} AS labels_on FROM patients \
-             WHERE practice_id = $1 AND id = {id_param}{visible}",
-            *PATIENT_COLUMNS,
+        let labels = format!(
+            ", {} AS labels_on",
             self.store.engine.labels_of_patients_row()
         );
-        let found: Option<WithLabels> = args
-            .bind(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id))
-            .fetch_optional(self.read())
-            .await?;
-        let Some(WithLabels { patient, labels_on }) = found else {
+        let Some(WithLabels { patient, labels_on }) = self.patient_by_id(id, &labels).await? else {
             return Ok(None);
         };
         let labels: Vec<(String, String, String, Option<String>)> =
@@ -908,10 +916,8 @@ impl PracticeStore<'_> {
             return Ok(by_patient);
         }
         let sql = format!(
-            "SELECT pl.id, pl.patient_id, pl.label_id, l.title, l.color FROM patient_labels pl \
-             JOIN labels l ON l.practice_id = pl.practice_id AND l.id = pl.label_id \
-             WHERE pl.practice_id = $1 AND pl.patient_id {} \
-             ORDER BY pl.created_at, pl.id",
+            "SELECT pl.id, pl.patient_id, pl.label_id, l.title, l.color {LABELS_OF_PATIENTS} \
+             WHERE pl.practice_id = $1 AND pl.patient_id {} ORDER BY {LABELS_IN_ORDER}",
             self.store.engine.in_list(2)
         );
         let rows: Vec<PatientLabel> = self.read_for_ids(&sql, patient_ids).await?;

@@ -504,6 +504,60 @@ pub(crate) async fn post(
         .expect("json")
 }
 
+/// Creates the patient "Read `last`" through a server of [`start_server`]; returns its id.
+async fn create_patient(client: &reqwest::Client, url: &str, token: &str, last: &str) -> String {
+    let made = post(
+        client,
+        url,
+        token,
+        "mutation($l: String!) { createPatient(patientData: { first: \"Read\", last: $l }) { data { id } } }",
+        serde_json::json!({ "l": last }),
+    )
+    .await;
+    made["data"]["createPatient"]["data"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("created: {made}"))
+        .to_string()
+}
+
+/// Reads the patient's first name through a server of [`start_server`]: "Read".
+async fn read_patient(client: &reqwest::Client, url: &str, token: &str, patient: &str) {
+    let body = post(
+        client,
+        url,
+        token,
+        "query($id: ID!) { patient(id: $id) { firstName } }",
+        serde_json::json!({ "id": patient }),
+    )
+    .await;
+    assert_eq!(body["data"]["patient"]["firstName"], "Read", "{body}");
+}
+
+/// How many reads of `patient(id)` the patient's trail lists, through a server of
+/// [`start_server`], and the trail.
+async fn reads_on_the_trail(
+    client: &reqwest::Client,
+    url: &str,
+    token: &str,
+    patient: &str,
+) -> (usize, serde_json::Value) {
+    let trail = post(
+        client,
+        url,
+        token,
+        "query($p: ID!) { auditEvents(patientId: $p, pagination: { pageSize: 100 }) { data { action operation } } }",
+        serde_json::json!({ "p": patient }),
+    )
+    .await;
+    let reads = trail["data"]["auditEvents"]["data"]
+        .as_array()
+        .unwrap_or_else(|| panic!("trail: {trail}"))
+        .iter()
+        .filter(|e| e["action"] == "read" && e["operation"] == "patient")
+        .count();
+    (reads, trail)
+}
+
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]
 #[case::postgres(Engine::Postgres)]
@@ -605,20 +659,8 @@ async fn reads_answered_are_on_the_trail_after_the_process_is_killed(#[case] eng
     let patient = {
         let (server, url) = start_server(&cli);
         let _server = Stopped(server);
-        let made = post(
-            &client,
-            &url,
-            &token,
-            "mutation { createPatient(patientData: { first: \"Read\", last: \"Often\" }) { data { id } } }",
-            serde_json::json!({}),
-        )
-        .await;
-        made["data"]["createPatient"]["data"]["id"]
-            .as_str()
-            .unwrap_or_else(|| panic!("created: {made}"))
-            .to_string()
+        create_patient(&client, &url, &token, "Often").await
     };
-    let read = "query($id: ID!) { patient(id: $id) { firstName } }";
     // Killed right after its reads, the server has (on SQLite) most likely not moved them
     // yet: it does so about once a second. Tried again until it had not, so that the test
     // shows the journal left behind taken up.
@@ -626,15 +668,7 @@ async fn reads_answered_are_on_the_trail_after_the_process_is_killed(#[case] eng
     for attempt in 0.. {
         let (mut server, url) = start_server(&cli);
         for _ in 0..3 {
-            let body = post(
-                &client,
-                &url,
-                &token,
-                read,
-                serde_json::json!({ "id": patient }),
-            )
-            .await;
-            assert_eq!(body["data"]["patient"]["firstName"], "Read", "{body}");
+            read_patient(&client, &url, &token, &patient).await;
             reads += 1;
         }
         server.kill().expect("SIGKILL");
@@ -648,20 +682,7 @@ async fn reads_answered_are_on_the_trail_after_the_process_is_killed(#[case] eng
     let left = journals_of_reads(cli.dir.path());
     let (server, url) = start_server(&cli);
     let _server = Stopped(server);
-    let trail = post(
-        &client,
-        &url,
-        &token,
-        "query($p: ID!) { auditEvents(patientId: $p, pagination: { pageSize: 100 }) { data { action operation } } }",
-        serde_json::json!({ "p": patient }),
-    )
-    .await;
-    let found = trail["data"]["auditEvents"]["data"]
-        .as_array()
-        .unwrap_or_else(|| panic!("trail: {trail}"))
-        .iter()
-        .filter(|e| e["action"] == "read" && e["operation"] == "patient")
-        .count();
+    let (found, trail) = reads_on_the_trail(&client, &url, &token, &patient).await;
     assert_eq!(found, reads, "every read answered is on the trail: {trail}");
     for journal in &left {
         assert!(
@@ -682,31 +703,11 @@ async fn a_server_stopped_leaves_no_journal_of_reads_behind() {
     let client = reqwest::Client::new();
     let (server, url) = start_server(&cli);
     let server = Stopped(server);
-    let made = post(
-        &client,
-        &url,
-        &token,
-        "mutation { createPatient(patientData: { first: \"Read\", last: \"Once\" }) { data { id } } }",
-        serde_json::json!({}),
-    )
-    .await;
-    let patient = made["data"]["createPatient"]["data"]["id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("created: {made}"))
-        .to_string();
-    let read = "query($id: ID!) { patient(id: $id) { firstName } }";
+    let patient = create_patient(&client, &url, &token, "Once").await;
     // Two reads, each waited for until the mover (about once a second) has set its journal
     // aside and made the next ahead: then a journal is there and it holds nothing.
     for _ in 0..2 {
-        let body = post(
-            &client,
-            &url,
-            &token,
-            read,
-            serde_json::json!({ "id": patient }),
-        )
-        .await;
-        assert_eq!(body["data"]["patient"]["firstName"], "Read", "{body}");
+        read_patient(&client, &url, &token, &patient).await;
         let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
         while !journals_holding_reads(cli.dir.path()).is_empty()
             || journals_of_reads(cli.dir.path()).is_empty()
@@ -733,20 +734,7 @@ async fn a_server_stopped_leaves_no_journal_of_reads_behind() {
 
     let (server, url) = start_server(&cli);
     let _server = Stopped(server);
-    let trail = post(
-        &client,
-        &url,
-        &token,
-        "query($p: ID!) { auditEvents(patientId: $p, pagination: { pageSize: 100 }) { data { action operation } } }",
-        serde_json::json!({ "p": patient }),
-    )
-    .await;
-    let reads = trail["data"]["auditEvents"]["data"]
-        .as_array()
-        .unwrap_or_else(|| panic!("trail: {trail}"))
-        .iter()
-        .filter(|e| e["action"] == "read" && e["operation"] == "patient")
-        .count();
+    let (reads, trail) = reads_on_the_trail(&client, &url, &token, &patient).await;
     assert_eq!(reads, 2, "{trail}");
 }
 

@@ -26,9 +26,9 @@ const QUEUE: usize = 4096;
 /// so that writes get at least half of it. The batch does not shrink when a transaction is
 /// slow: on a busy machine every transaction is, and smaller ones made the index fall behind
 /// the reads without end (at 5,000 requests a second, 16,000 behind after 8 s, in 135
-/// commits a second). Each commit also empties every reading connection's cache of pages: batches of
-/// 500 were 11 commits a second at 5,500 `patient` requests a second, and `patient` served
-/// 5 to 20 % fewer requests than with these (three alternated runs of 8 s).
+/// commits a second). Each commit also empties every reading connection's cache of pages:
+/// batches of 500 were 11 commits a second at 5,500 `patient` requests a second, and
+/// `patient` served 5 to 20 % fewer requests than with these (three alternated runs of 8 s).
 const INDEX_BATCH: i64 = 5000;
 
 /// How often the journal of reads is moved into the audit log and the index of who read each
