@@ -259,7 +259,9 @@ impl Store {
                     .connect_with(options)
                     .await
                     .map_err(StoreError::from_connect)?;
-                let warm = std::sync::Arc::new(warm::Warm::new(pool.max_connections));
+                // The reading pool serves the store's reads alone: all of it is held.
+                let keep = usize::try_from(pool.max_connections).unwrap_or(usize::MAX);
+                let warm = std::sync::Arc::new(warm::Warm::new(keep));
                 let file = sqlite_file(&url)?;
                 Store {
                     reader: warm::Reader::new(read.clone(), warm.clone()),
@@ -283,7 +285,10 @@ impl Store {
                     .connect_with(options)
                     .await
                     .map_err(StoreError::from_connect)?;
-                let warm = std::sync::Arc::new(warm::Warm::new(pool.max_connections));
+                // Reads and writes share the pool: the reads hold half of it, so that a
+                // write always finds some (none held from a pool of one).
+                let keep = usize::try_from(pool.max_connections / 2).unwrap_or(usize::MAX);
+                let warm = std::sync::Arc::new(warm::Warm::new(keep));
                 Store {
                     reader: warm::Reader::new(shared.clone(), warm.clone()),
                     warm,
@@ -313,7 +318,7 @@ impl Store {
     pub async fn readiness(&self) -> Result<(), String> {
         let applied: Vec<(i64,)> =
             sqlx::query_as("SELECT version FROM _sqlx_migrations WHERE success")
-                .fetch_all(&self.read)
+                .fetch_all(&self.reader)
                 .await
                 .map_err(|e| format!("the database does not answer: {}", StoreError::from(e)))?;
         let missing: Vec<String> = self
@@ -383,7 +388,7 @@ impl Store {
                 self.move_reads().await?;
                 sqlx::query("VACUUM INTO $1")
                     .bind(path)
-                    .execute(&self.read)
+                    .execute(&self.reader)
                     .await?;
                 Ok(())
             }

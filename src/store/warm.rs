@@ -1,17 +1,24 @@
-//! Reading connections kept warm between statements.
+//! Reading connections kept warm between statements, and handed from one statement to the
+//! next.
 //!
 //! sqlx checks every connection that goes back to its pool with a round trip (on PostgreSQL a
 //! `Sync` to the server and its answer; on SQLite a message to the connection's thread and
 //! back), so that a connection left half-way through a statement (its future dropped) is not
 //! handed to the next caller. A statement that ran to its end leaves its connection ready for
-//! the next one: the store's hot reads take a connection from here and, once the statement has
-//! ended, put it back here ([`Warm::done`]), skipping the check. A connection dropped any other
-//! way (an error, a cancelled request) goes back to sqlx's pool, which checks it as before.
+//! the next one: the store's reads hold up to [`Warm::new`]'s `keep` connections of the pool
+//! here and pass them from statement to statement without that check. A statement that ends
+//! hands its connection to the first statement waiting for one, or keeps it warm
+//! ([`Lent::done`]); one dropped any other way (an error, a cancelled request) goes back to
+//! sqlx's pool, which checks it as before, and the first statement waiting takes one from the
+//! pool in its place.
 //!
-//! At most half the pool is kept here, so that what still takes its connections from the pool
-//! always finds some; a connection that has lain here a second is checked before it is used
-//! again, as the pool does ([`super::CHECK_AFTER_IDLE`]).
+//! Statements wait for a connection in the order they came, in a queue of their own: under
+//! load every connection is lent and every new statement waits its turn here; a statement
+//! never finds a warm connection while another waits. A connection that has lain warm a
+//! second is checked before it is used again, as the pool does
+//! ([`super::CHECK_AFTER_IDLE`]).
 
+use std::collections::VecDeque;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -21,13 +28,14 @@ use futures_util::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use sqlx::any::{AnyQueryResult, AnyRow, AnyStatement, AnyTypeInfo};
 use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyConnection, AnyPool, Connection, Either, Execute, Executor};
+use tokio::sync::oneshot;
 
 use super::CHECK_AFTER_IDLE;
 
 /// A warm connection, and since when it has lain idle.
 type Idle = (PoolConnection<Any>, Instant);
 
-/// Connections taken from a pool and kept between statements.
+/// Connections taken from a pool, held between statements and handed from one to the next.
 #[derive(Debug)]
 pub(super) struct Warm {
     state: Mutex<State>,
@@ -36,25 +44,75 @@ pub(super) struct Warm {
 
 #[derive(Debug)]
 struct State {
-    /// None once the store closes: what comes back then goes to the pool, which is closing.
+    /// The connections held and not lent. None once the store closes: what comes back then
+    /// goes to the pool, which is closing, and statements take theirs from the pool.
     idle: Option<Vec<Idle>>,
-    /// Statements waiting for the pool. While any waits, a connection whose statement ended
-    /// goes back to the pool, and a new statement queues behind them there: one that found
-    /// a warm connection would otherwise jump the pool's queue, and under load those waiting
-    /// there waited seconds (a bare handler's p99 of 2.5 to 4 s, at a p50 of 15 ms). While
-    /// any waits, no connection is warm (the one that found none started the wait).
-    waiting: usize,
+    /// Connections held, lent or idle (or being taken from the pool): at most `keep`.
+    held: usize,
+    /// Statements waiting for a connection, first come first served. Only while every one of
+    /// the `keep` is held: a connection that comes back, and a place that frees up, goes to
+    /// the first of them.
+    queue: VecDeque<oneshot::Sender<Turn>>,
+}
+
+/// What a waiting statement is handed.
+#[derive(Debug)]
+enum Turn {
+    /// A connection whose statement just ended.
+    Connection(Lent),
+    /// A place among the held connections, freed by one that went back to the pool: take one
+    /// from the pool.
+    FromPool(Slot),
+}
+
+/// Hands `turn` to the first waiting statement that still waits; gives it back if none does.
+fn hand_on(queue: &mut VecDeque<oneshot::Sender<Turn>>, mut turn: Turn) -> Option<Turn> {
+    while let Some(waiter) = queue.pop_front() {
+        match waiter.send(turn) {
+            Ok(()) => return None,
+            // Gone (its request cancelled): the next one.
+            Err(back) => turn = back,
+        }
+    }
+    Some(turn)
+}
+
+/// One of the held places, taken by a statement: given up as it drops (the statement
+/// cancelled, its connection gone back to the pool) unless [`Slot::keep`] said otherwise.
+#[derive(Debug)]
+struct Slot(Option<Arc<Warm>>);
+
+impl Slot {
+    /// A place of `warm`'s (None: a connection of the pool's, not held).
+    fn of(warm: Option<&Arc<Warm>>) -> Slot {
+        Slot(warm.cloned())
+    }
+
+    /// The place is not given up: its connection stays held (warm or handed on).
+    fn keep(&mut self) -> Option<Arc<Warm>> {
+        self.0.take()
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Some(warm) = self.0.take() {
+            warm.give_up_place();
+        }
+    }
 }
 
 impl Warm {
-    /// Keeps at most half of `pool_size` connections (at least one).
-    pub(super) fn new(pool_size: u32) -> Warm {
+    /// Holds at most `keep` connections (0: none; every statement takes its connection from
+    /// the pool and gives it back).
+    pub(super) fn new(keep: usize) -> Warm {
         Warm {
             state: Mutex::new(State {
                 idle: Some(Vec::new()),
-                waiting: 0,
+                held: 0,
+                queue: VecDeque::new(),
             }),
-            keep: usize::try_from(pool_size / 2).unwrap_or(1).max(1),
+            keep,
         }
     }
 
@@ -63,10 +121,16 @@ impl Warm {
     }
 
     /// Gives every warm connection back to the pool, and from now on every one that comes
-    /// back: the pool waits for them as it closes.
+    /// back; statements waiting take theirs from the pool, which waits for them as it closes.
     pub(super) fn close(&self) {
-        let idle = self.state().idle.take();
+        let (idle, queue) = {
+            let mut state = self.state();
+            let idle = state.idle.take();
+            state.held -= idle.as_ref().map_or(0, Vec::len);
+            (idle, std::mem::take(&mut state.queue))
+        };
         drop(idle);
+        drop(queue);
     }
 
     /// How many connections are warm now.
@@ -75,80 +139,143 @@ impl Warm {
         self.state().idle.as_ref().map_or(0, Vec::len)
     }
 
-    /// A connection for one statement: a warm one while nobody waits for the pool, else one
-    /// from `pool`, in its turn.
-    pub(super) async fn take<'w>(&'w self, pool: &AnyPool) -> Result<Lent<'w>, sqlx::Error> {
-        loop {
-            let warm = {
-                let mut state = self.state();
-                let warm = match state.waiting {
-                    0 => state.idle.as_mut().and_then(Vec::pop),
-                    _ => None,
-                };
-                if warm.is_none() {
-                    state.waiting += 1;
-                }
-                warm
-            };
-            let Some((mut connection, since)) = warm else {
-                let waiting = Waiting(self);
-                let connection = pool.acquire().await;
-                drop(waiting);
-                return Ok(Lent {
-                    connection: connection?,
-                    warm: self,
-                });
-            };
-            if since.elapsed() >= CHECK_AFTER_IDLE && connection.ping().await.is_err() {
-                // Broken while it lay here: the pool closes it (its own check fails too).
-                continue;
+    /// How many statements wait for a connection.
+    #[cfg(test)]
+    fn waiting(&self) -> usize {
+        self.state().queue.len()
+    }
+
+    /// A place freed (a held connection gone back to the pool, or a statement that had one
+    /// gone): to the first statement waiting, to take a connection from the pool with.
+    fn give_up_place(self: &Arc<Self>) {
+        let mut state = self.state();
+        match hand_on(&mut state.queue, Turn::FromPool(Slot::of(Some(self)))) {
+            None => {}
+            Some(Turn::FromPool(mut slot)) => {
+                slot.keep();
+                state.held -= 1;
             }
-            return Ok(Lent {
-                connection,
-                warm: self,
-            });
+            Some(other) => {
+                drop(state);
+                drop(other);
+            }
+        }
+    }
+
+    /// A connection for one statement: a warm one while none waits, else one from `pool`
+    /// while fewer than `keep` are held, else the next one handed on, in its turn.
+    pub(super) async fn take(self: &Arc<Self>, pool: &AnyPool) -> Result<Lent, sqlx::Error> {
+        enum Next {
+            Warm(Idle),
+            Pool(Slot),
+            Wait(oneshot::Receiver<Turn>),
+        }
+        loop {
+            let next = {
+                let mut state = self.state();
+                let held = state.held;
+                let waited = !state.queue.is_empty();
+                match state.idle.as_mut() {
+                    // Closing, or keeping none.
+                    None => Next::Pool(Slot::of(None)),
+                    _ if self.keep == 0 => Next::Pool(Slot::of(None)),
+                    Some(idle) if !waited && !idle.is_empty() => match idle.pop() {
+                        Some(warm) => Next::Warm(warm),
+                        None => Next::Pool(Slot::of(None)),
+                    },
+                    Some(_) if held < self.keep => {
+                        state.held += 1;
+                        Next::Pool(Slot::of(Some(self)))
+                    }
+                    Some(_) => {
+                        let (turn, wait) = oneshot::channel();
+                        state.queue.push_back(turn);
+                        Next::Wait(wait)
+                    }
+                }
+            };
+            let slot = match next {
+                Next::Warm((connection, since)) => {
+                    let mut lent = Lent {
+                        connection,
+                        slot: Slot::of(Some(self)),
+                    };
+                    if since.elapsed() < CHECK_AFTER_IDLE || lent.connection.ping().await.is_ok() {
+                        return Ok(lent);
+                    }
+                    // Broken while it lay here: the pool closes it (its own check fails too),
+                    // and its place takes another.
+                    let Lent { connection, slot } = lent;
+                    drop(connection);
+                    slot
+                }
+                Next::Pool(slot) => slot,
+                Next::Wait(wait) => match wait.await {
+                    Ok(Turn::Connection(lent)) => return Ok(lent),
+                    Ok(Turn::FromPool(slot)) => slot,
+                    // The store closes: the pool, as it closes, says so.
+                    Err(_) => continue,
+                },
+            };
+            // If this fails or the statement is cancelled meanwhile, the place is given up.
+            let connection = pool.acquire().await?;
+            return Ok(Lent { connection, slot });
         }
     }
 }
 
-/// One statement waiting for the pool, counted until it has a connection or gives up (its
-/// request cancelled).
-struct Waiting<'w>(&'w Warm);
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.0.state().waiting -= 1;
-    }
-}
-
-/// A connection lent for one statement. [`Lent::done`] once the statement has ended keeps it
-/// warm; dropped otherwise, it goes back to the pool, which checks it.
-pub(super) struct Lent<'w> {
+/// A connection lent for one statement. [`Lent::done`] once the statement has ended hands it
+/// on or keeps it warm; dropped otherwise, it goes back to the pool, which checks it.
+#[derive(Debug)]
+pub(super) struct Lent {
+    // (Dropped first: the connection is back in the pool before its place is given up.)
     connection: PoolConnection<Any>,
-    warm: &'w Warm,
+    slot: Slot,
 }
 
-impl Lent<'_> {
-    /// The statement ended: the connection is ready for the next one, kept warm unless
-    /// enough are, a statement waits for the pool, or the store is closing.
+impl Lent {
+    /// The statement ended: the connection is ready for the next one, handed to the first
+    /// statement waiting, else kept warm; unless it is not one of the held, or the store is
+    /// closing.
     pub(super) fn done(self) {
-        let Lent { connection, warm } = self;
+        let Lent {
+            connection,
+            mut slot,
+        } = self;
+        let Some(warm) = slot.keep() else {
+            // Back to the pool as it drops.
+            return;
+        };
         let mut state = warm.state();
-        let waiting = state.waiting;
-        if let Some(idle) = state
-            .idle
-            .as_mut()
-            .filter(|idle| waiting == 0 && idle.len() < warm.keep)
-        {
-            idle.push((connection, Instant::now()));
+        if state.idle.is_none() {
+            state.held -= 1;
             return;
         }
-        drop(state);
-        // Back to the pool as it drops.
+        let lent = Lent {
+            connection,
+            slot: Slot::of(Some(&warm)),
+        };
+        match hand_on(&mut state.queue, Turn::Connection(lent)) {
+            None => {}
+            Some(Turn::Connection(lent)) => {
+                let Lent {
+                    connection,
+                    mut slot,
+                } = lent;
+                slot.keep();
+                if let Some(idle) = state.idle.as_mut() {
+                    idle.push((connection, Instant::now()));
+                }
+            }
+            Some(other) => {
+                drop(state);
+                drop(other);
+            }
+        }
     }
 }
 
-impl Deref for Lent<'_> {
+impl Deref for Lent {
     type Target = AnyConnection;
 
     fn deref(&self) -> &AnyConnection {
@@ -156,7 +283,7 @@ impl Deref for Lent<'_> {
     }
 }
 
-impl DerefMut for Lent<'_> {
+impl DerefMut for Lent {
     fn deref_mut(&mut self) -> &mut AnyConnection {
         &mut self.connection
     }
@@ -253,10 +380,43 @@ mod tests {
             .expect("an SQLite pool in memory")
     }
 
+    /// Takes a connection and runs a statement on it.
+    async fn lent(warm: &Arc<Warm>, pool: &AnyPool) -> Lent {
+        let mut lent = warm.take(pool).await.expect("take");
+        sqlx::query("SELECT 1")
+            .execute(&mut *lent)
+            .await
+            .expect("select");
+        lent
+    }
+
+    /// A statement that waits for a connection, in a task; true once it has one.
+    fn waiter(warm: &Arc<Warm>, pool: &AnyPool) -> tokio::task::JoinHandle<bool> {
+        let (warm, pool) = (warm.clone(), pool.clone());
+        tokio::spawn(async move { warm.take(&pool).await.map(Lent::done).is_ok() })
+    }
+
+    async fn until_waiting(warm: &Warm, count: usize) {
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while warm.waiting() != count {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("statements queue up");
+    }
+
+    async fn served(waiter: tokio::task::JoinHandle<bool>) -> bool {
+        tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("served")
+            .expect("join")
+    }
+
     #[tokio::test]
-    async fn a_statement_that_ends_keeps_its_connection_warm_up_to_half_the_pool() {
+    async fn a_statement_that_ends_keeps_its_connection_warm_for_the_next() {
         let pool = pool(4).await;
-        let warm = Arc::new(Warm::new(4));
+        let warm = Arc::new(Warm::new(2));
         let reader = Reader::new(pool.clone(), warm.clone());
         let one: (i64,) = sqlx::query_as("SELECT 1")
             .fetch_one(&reader)
@@ -272,64 +432,49 @@ mod tests {
             .expect("select");
         assert_eq!(rows, [(2,), (3,)]);
         assert_eq!((warm.kept(), pool.size()), (1, 1));
-        // Four at once: two stay warm, the others go back to the pool.
-        let four = (0..4).map(|_| {
-            let (warm, pool) = (&warm, &pool);
-            async move {
-                let mut lent = warm.take(pool).await.expect("take");
-                sqlx::query("SELECT 1")
-                    .execute(&mut *lent)
-                    .await
-                    .expect("select");
-                lent
-            }
-        });
-        let lent = futures_util::future::join_all(four).await;
-        assert_eq!(pool.size(), 4);
-        lent.into_iter().for_each(Lent::done);
+        // Two at once: two connections held, both kept warm after.
+        let (a, b) = tokio::join!(lent(&warm, &pool), lent(&warm, &pool));
+        assert_eq!(pool.size(), 2);
+        a.done();
+        b.done();
         assert_eq!(warm.kept(), 2);
     }
 
-    /// A statement waiting for the pool gets the next connection whose statement ends: it
-    /// is not kept warm for whoever comes next, and who comes next queues behind it.
+    /// With every held connection lent, a statement waits for the next one to end and gets
+    /// it, without another from the pool (nor its check); statements are served in the
+    /// order they came, and one that gave up waiting is passed over.
     #[tokio::test]
-    async fn a_statement_waiting_for_the_pool_is_served_before_newcomers() {
-        let pool = pool(2).await;
+    async fn statements_waiting_get_the_connections_that_end_in_their_turn() {
+        let pool = pool(4).await;
         let warm = Arc::new(Warm::new(2));
-        let a = warm.take(&pool).await.expect("a");
-        let b = warm.take(&pool).await.expect("b");
-        assert_eq!(pool.size(), 2);
-        // The pool is spent: c waits for it.
-        let c = tokio::spawn({
-            let (warm, pool) = (warm.clone(), pool.clone());
-            async move {
-                let c = warm.take(&pool).await.map(|lent| lent.done());
-                c.is_ok()
-            }
-        });
-        while warm.state().waiting == 0 {
-            tokio::task::yield_now().await;
-        }
-        // a's statement ends while c waits: a goes to c, not to the warm ones.
+        let a = lent(&warm, &pool).await;
+        let b = lent(&warm, &pool).await;
+        let c = waiter(&warm, &pool);
+        until_waiting(&warm, 1).await;
+        let gone = waiter(&warm, &pool);
+        until_waiting(&warm, 2).await;
+        let d = waiter(&warm, &pool);
+        until_waiting(&warm, 3).await;
+        gone.abort();
+        assert!(gone.await.is_err(), "cancelled");
+        // a ends: c has it (not d, who came later, nor a warm place).
         a.done();
-        assert_eq!(warm.kept(), 0);
-        let served = tokio::time::timeout(Duration::from_secs(5), c)
-            .await
-            .expect("c is served while b is still lent")
-            .expect("join");
-        assert!(served);
-        assert_eq!(warm.state().waiting, 0);
-        // Nobody waits now: c's connection stayed warm (half the pool), and b goes back to
-        // the pool.
-        assert_eq!(warm.kept(), 1);
+        assert!(served(c).await);
+        // c's statement ended with d waiting (the cancelled one passed over): d has it.
+        assert!(served(d).await);
+        assert_eq!((warm.waiting(), warm.kept()), (0, 1));
+        assert_eq!(pool.size(), 2, "no connection beyond the two held");
         b.done();
-        assert_eq!(warm.kept(), 1);
+        assert_eq!(warm.kept(), 2);
+        assert_eq!(pool.num_idle(), 0, "held warm, not back in the pool");
     }
 
+    /// A statement that fails gives its connection back to the pool, which checks it; its
+    /// place goes to the first statement waiting, which takes a connection from the pool.
     #[tokio::test]
-    async fn a_statement_that_fails_gives_its_connection_back_to_the_pool() {
+    async fn a_statement_that_fails_gives_its_connection_back_and_its_place_on() {
         let pool = pool(2).await;
-        let warm = Arc::new(Warm::new(2));
+        let warm = Arc::new(Warm::new(1));
         let reader = Reader::new(pool.clone(), warm.clone());
         let failed = sqlx::query("SELECT * FROM nowhere")
             .fetch_all(&reader)
@@ -340,33 +485,68 @@ mod tests {
             .fetch_optional(&reader)
             .await;
         assert!(failed.is_err());
-        assert_eq!(warm.kept(), 0);
+        assert_eq!((warm.kept(), warm.state().held), (0, 0));
+        // The one place taken; a statement waits; the first is dropped half-way.
+        let a = lent(&warm, &pool).await;
+        let b = waiter(&warm, &pool);
+        until_waiting(&warm, 1).await;
+        drop(a);
+        assert!(served(b).await);
+        assert_eq!((warm.kept(), warm.state().held), (1, 1));
+    }
+
+    /// Keeping none (a pool too small to share), every statement takes its connection from
+    /// the pool and gives it back.
+    #[tokio::test]
+    async fn keeping_none_every_statement_uses_the_pool() {
+        let pool = pool(1).await;
+        let warm = Arc::new(Warm::new(0));
+        let reader = Reader::new(pool.clone(), warm.clone());
+        for _ in 0..3 {
+            sqlx::query("SELECT 1")
+                .execute(&reader)
+                .await
+                .expect("select");
+            assert_eq!((warm.kept(), warm.state().held), (0, 0));
+            assert_eq!(pool.size(), 1);
+        }
     }
 
     #[tokio::test]
-    async fn the_pool_closes_with_connections_warm_and_lent() {
+    async fn the_pool_closes_with_connections_warm_lent_and_awaited() {
         let pool = pool(4).await;
-        let warm = Arc::new(Warm::new(4));
+        let warm = Arc::new(Warm::new(2));
         let reader = Reader::new(pool.clone(), warm.clone());
         sqlx::query("SELECT 1")
             .execute(&reader)
             .await
             .expect("select");
-        let lent = warm.take(&pool).await.expect("take");
+        let lent = lent(&warm, &pool).await;
         assert_eq!(warm.kept(), 0);
-        sqlx::query("SELECT 1")
-            .execute(&reader)
-            .await
-            .expect("select");
-        assert_eq!((warm.kept(), pool.size()), (1, 2));
-        warm.close();
+        let other = self::lent(&warm, &pool).await;
+        let waiting = waiter(&warm, &pool);
+        until_waiting(&warm, 1).await;
+        drop(other);
+        assert!(served(waiting).await);
+        // Its place went to the one that waited, which kept its connection warm.
+        assert_eq!((warm.kept(), warm.state().held), (1, 2));
+        let waiting = {
+            let other = self::lent(&warm, &pool).await;
+            let waiting = waiter(&warm, &pool);
+            until_waiting(&warm, 1).await;
+            warm.close();
+            drop(other);
+            waiting
+        };
+        // The statement that waited takes its connection from the pool, not closed yet.
+        assert!(served(waiting).await);
         let closing = tokio::spawn({
             let pool = pool.clone();
             async move { pool.close().await }
         });
         // A connection that comes back once the store closes goes to the pool, not warm.
         lent.done();
-        assert_eq!(warm.kept(), 0);
+        assert_eq!((warm.kept(), warm.state().held), (0, 0));
         tokio::time::timeout(Duration::from_secs(5), closing)
             .await
             .expect("the pool closes")
