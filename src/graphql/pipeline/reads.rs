@@ -19,17 +19,20 @@ const MAX_BATCH: usize = 256;
 /// Requests waiting to have their reads recorded, at most.
 const QUEUE: usize = 4096;
 
-/// Requests whose patients go into the index in one transaction, at most: about a second of
-/// a busy server's reads of one record each (a transaction also stops at so many pages' worth
-/// of entries; see [`Store::index_reads`]). SQLite's one writer is held meanwhile, and with
-/// it every write; between two transactions the indexer pauses as long as the last one took,
-/// so that writes get at least half of it. The batch does not shrink when a transaction is
-/// slow: on a busy machine every transaction is, and smaller ones made the index fall behind
-/// the reads without end (at 5,000 requests a second, 16,000 behind after 8 s, in 135
+/// Requests whose patients go into the index in one transaction, at most: about two seconds
+/// of a busy server's reads of one record each, so that a second's reads are one transaction
+/// (a transaction also stops at so many pages' worth of entries, about 45,000; see
+/// [`Store::index_reads`]: this stays under it). SQLite's one writer is held meanwhile, and
+/// with it every write; between two transactions the indexer pauses as long as the last one
+/// took, so that writes get at least half of it. The batch does not shrink when a transaction
+/// is slow: on a busy machine every transaction is, and smaller ones made the index fall
+/// behind the reads without end (at 5,000 requests a second, 16,000 behind after 8 s, in 135
 /// commits a second). Each commit also empties every reading connection's cache of pages:
 /// batches of 500 were 11 commits a second at 5,500 `patient` requests a second, and
-/// `patient` served 5 to 20 % fewer requests than with these (three alternated runs of 8 s).
-const INDEX_BATCH: i64 = 5000;
+/// `patient` served 5 to 20 % fewer requests than with 5,000; at 10,000 a second, batches of
+/// 5,000 were two commits a second, and `patient` served 3 to 5 % fewer than with these
+/// (alternated runs of 8 s), the `mix` as many.
+const INDEX_BATCH: i64 = 20_000;
 
 /// How often the journal of reads is moved into the audit log and the index of who read each
 /// patient brought up to date: the reads of the last second are found by a look at each of
