@@ -175,9 +175,22 @@ pub struct PoolSettings {
     pub acquire_timeout: Duration,
 }
 
-/// Handle on the database. Cheap to clone.
+/// Handle on the database. Cheap to clone: one reference-counted pointer to [`Handles`]
+/// (the pipeline, every request's schema data and the background tasks each hold one).
 #[derive(Clone, Debug)]
-pub struct Store {
+pub struct Store(std::sync::Arc<Handles>);
+
+impl std::ops::Deref for Store {
+    type Target = Handles;
+
+    fn deref(&self) -> &Handles {
+        &self.0
+    }
+}
+
+/// The pools and what goes with them, behind [`Store`].
+#[derive(Debug)]
+pub struct Handles {
     /// Pool for reads.
     read: AnyPool,
     /// Pool for writes. On SQLite it holds a single connection: SQLite has one writer at a time,
@@ -263,7 +276,7 @@ impl Store {
                 let keep = usize::try_from(pool.max_connections).unwrap_or(usize::MAX);
                 let warm = std::sync::Arc::new(warm::Warm::new(keep));
                 let file = sqlite_file(&url)?;
-                Store {
+                Store(std::sync::Arc::new(Handles {
                     reader: warm::Reader::new(read.clone(), warm.clone()),
                     warm,
                     read,
@@ -278,7 +291,7 @@ impl Store {
                         .as_deref()
                         .and_then(journal::Journal::beside)
                         .map(std::sync::Arc::new),
-                }
+                }))
             }
             Engine::Postgres => {
                 let shared = pool_options()
@@ -289,7 +302,7 @@ impl Store {
                 // write always finds some (none held from a pool of one).
                 let keep = usize::try_from(pool.max_connections / 2).unwrap_or(usize::MAX);
                 let warm = std::sync::Arc::new(warm::Warm::new(keep));
-                Store {
+                Store(std::sync::Arc::new(Handles {
                     reader: warm::Reader::new(shared.clone(), warm.clone()),
                     warm,
                     read: shared.clone(),
@@ -299,7 +312,7 @@ impl Store {
                     url: url.clone(),
                     credentials: Default::default(),
                     journal: None,
-                }
+                }))
             }
         };
         Ok(store)
