@@ -274,7 +274,7 @@ impl Store {
                     .map_err(StoreError::from_connect)?;
                 // The reading pool serves the store's reads alone: all of it is held.
                 let keep = usize::try_from(pool.max_connections).unwrap_or(usize::MAX);
-                let warm = std::sync::Arc::new(warm::Warm::new(keep));
+                let warm = std::sync::Arc::new(warm::Warm::new(keep, pool.acquire_timeout));
                 let file = sqlite_file(&url)?;
                 Store(std::sync::Arc::new(Handles {
                     reader: warm::Reader::new(read.clone(), warm.clone()),
@@ -301,7 +301,7 @@ impl Store {
                 // Reads and writes share the pool: the reads hold half of it, so that a
                 // write always finds some (none held from a pool of one).
                 let keep = usize::try_from(pool.max_connections / 2).unwrap_or(usize::MAX);
-                let warm = std::sync::Arc::new(warm::Warm::new(keep));
+                let warm = std::sync::Arc::new(warm::Warm::new(keep, pool.acquire_timeout));
                 Store(std::sync::Arc::new(Handles {
                     reader: warm::Reader::new(shared.clone(), warm.clone()),
                     warm,

@@ -14,14 +14,14 @@
 //!
 //! Statements wait for a connection in the order they came, in a queue of their own: under
 //! load every connection is lent and every new statement waits its turn here; a statement
-//! never finds a warm connection while another waits. A connection that has lain warm a
-//! second is checked before it is used again, as the pool does
-//! ([`super::CHECK_AFTER_IDLE`]).
+//! never finds a warm connection while another waits, and waits no longer than it would have
+//! for the pool (then it fails as it would have there). A connection that has lain warm a
+//! second is checked before it is used again, as the pool does ([`super::CHECK_AFTER_IDLE`]).
 
 use std::collections::VecDeque;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
 use futures_util::stream::{self, BoxStream, StreamExt, TryStreamExt};
@@ -40,6 +40,8 @@ type Idle = (PoolConnection<Any>, Instant);
 pub(super) struct Warm {
     state: Mutex<State>,
     keep: usize,
+    /// How long a statement waits for its turn at most, as it would for the pool's.
+    wait: Duration,
 }
 
 #[derive(Debug)]
@@ -104,8 +106,9 @@ impl Drop for Slot {
 
 impl Warm {
     /// Holds at most `keep` connections (0: none; every statement takes its connection from
-    /// the pool and gives it back).
-    pub(super) fn new(keep: usize) -> Warm {
+    /// the pool and gives it back); a statement waits `wait` for its turn at most (the pool's
+    /// own time to wait for a connection), then fails as it would have there.
+    pub(super) fn new(keep: usize, wait: Duration) -> Warm {
         Warm {
             state: Mutex::new(State {
                 idle: Some(Vec::new()),
@@ -113,6 +116,7 @@ impl Warm {
                 queue: VecDeque::new(),
             }),
             keep,
+            wait,
         }
     }
 
@@ -210,11 +214,14 @@ impl Warm {
                     slot
                 }
                 Next::Pool(slot) => slot,
-                Next::Wait(wait) => match wait.await {
-                    Ok(Turn::Connection(lent)) => return Ok(lent),
-                    Ok(Turn::FromPool(slot)) => slot,
+                // (Given up, its turn, if handed meanwhile, is dropped with the receiver: the
+                // connection goes back to the pool and its place to the next.)
+                Next::Wait(wait) => match tokio::time::timeout(self.wait, wait).await {
+                    Ok(Ok(Turn::Connection(lent))) => return Ok(lent),
+                    Ok(Ok(Turn::FromPool(slot))) => slot,
                     // The store closes: the pool, as it closes, says so.
-                    Err(_) => continue,
+                    Ok(Err(_)) => continue,
+                    Err(_) => return Err(sqlx::Error::PoolTimedOut),
                 },
             };
             // If this fails or the statement is cancelled meanwhile, the place is given up.
@@ -365,11 +372,12 @@ impl<'p> Executor<'p> for &'_ Reader {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use sqlx::any::AnyPoolOptions;
 
     use super::*;
+
+    /// Longer than any test waits for its turn.
+    const WAIT: Duration = Duration::from_secs(30);
 
     async fn pool(size: u32) -> AnyPool {
         sqlx::any::install_default_drivers();
@@ -416,7 +424,7 @@ mod tests {
     #[tokio::test]
     async fn a_statement_that_ends_keeps_its_connection_warm_for_the_next() {
         let pool = pool(4).await;
-        let warm = Arc::new(Warm::new(2));
+        let warm = Arc::new(Warm::new(2, WAIT));
         let reader = Reader::new(pool.clone(), warm.clone());
         let one: (i64,) = sqlx::query_as("SELECT 1")
             .fetch_one(&reader)
@@ -446,7 +454,7 @@ mod tests {
     #[tokio::test]
     async fn statements_waiting_get_the_connections_that_end_in_their_turn() {
         let pool = pool(4).await;
-        let warm = Arc::new(Warm::new(2));
+        let warm = Arc::new(Warm::new(2, WAIT));
         let a = lent(&warm, &pool).await;
         let b = lent(&warm, &pool).await;
         let c = waiter(&warm, &pool);
@@ -474,7 +482,7 @@ mod tests {
     #[tokio::test]
     async fn a_statement_that_fails_gives_its_connection_back_and_its_place_on() {
         let pool = pool(2).await;
-        let warm = Arc::new(Warm::new(1));
+        let warm = Arc::new(Warm::new(1, WAIT));
         let reader = Reader::new(pool.clone(), warm.clone());
         let failed = sqlx::query("SELECT * FROM nowhere")
             .fetch_all(&reader)
@@ -500,7 +508,7 @@ mod tests {
     #[tokio::test]
     async fn keeping_none_every_statement_uses_the_pool() {
         let pool = pool(1).await;
-        let warm = Arc::new(Warm::new(0));
+        let warm = Arc::new(Warm::new(0, WAIT));
         let reader = Reader::new(pool.clone(), warm.clone());
         for _ in 0..3 {
             sqlx::query("SELECT 1")
@@ -515,7 +523,7 @@ mod tests {
     #[tokio::test]
     async fn the_pool_closes_with_connections_warm_lent_and_awaited() {
         let pool = pool(4).await;
-        let warm = Arc::new(Warm::new(2));
+        let warm = Arc::new(Warm::new(2, WAIT));
         let reader = Reader::new(pool.clone(), warm.clone());
         sqlx::query("SELECT 1")
             .execute(&reader)
@@ -552,5 +560,26 @@ mod tests {
             .expect("the pool closes")
             .expect("join");
         assert!(sqlx::query("SELECT 1").execute(&reader).await.is_err());
+    }
+
+    /// A statement that waits longer than the pool would have let it fails as it would have
+    /// there, and the connection it was not given goes on to the next.
+    #[tokio::test]
+    async fn a_statement_waits_its_turn_no_longer_than_for_the_pool() {
+        let pool = pool(2).await;
+        let warm = Arc::new(Warm::new(1, Duration::from_millis(50)));
+        let a = lent(&warm, &pool).await;
+        let waited = warm.take(&pool).await;
+        assert!(
+            matches!(waited, Err(sqlx::Error::PoolTimedOut)),
+            "{waited:?}"
+        );
+        assert_eq!(warm.waiting(), 1, "its place in the queue is left behind");
+        // a ends: the one that gave up is passed over, and the connection stays warm.
+        a.done();
+        assert_eq!((warm.waiting(), warm.kept(), warm.state().held), (0, 1, 1));
+        let b = lent(&warm, &pool).await;
+        b.done();
+        assert_eq!(warm.kept(), 1);
     }
 }
