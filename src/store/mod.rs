@@ -414,10 +414,17 @@ impl Store {
     }
 
     /// How many connections each pool holds, and how many of them are idle: (read, write).
+    /// The reads' warm connections are idle, though out of the pool (see [`warm`]); on
+    /// PostgreSQL both are the one pool.
     pub fn pool_use(&self) -> ((u32, usize), (u32, usize)) {
+        let warm = self.warm.kept();
+        let shared = match self.engine {
+            Engine::Postgres => warm,
+            Engine::Sqlite => 0,
+        };
         (
-            (self.read.size(), self.read.num_idle()),
-            (self.write.size(), self.write.num_idle()),
+            (self.read.size(), self.read.num_idle() + warm),
+            (self.write.size(), self.write.num_idle() + shared),
         )
     }
 

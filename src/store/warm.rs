@@ -14,8 +14,9 @@
 //!
 //! Statements wait for a connection in the order they came, in a queue of their own: under
 //! load every connection is lent and every new statement waits its turn here; a statement
-//! never finds a warm connection while another waits, and waits no longer than it would have
-//! for the pool (then it fails as it would have there). A connection that has lain warm a
+//! never finds a warm connection while another waits, and waits its turn no longer than the
+//! pool's time to wait for a connection (then it fails as it would have there; a turn that
+//! sends it to the pool waits there again, as long). A connection that has lain warm a
 //! second is checked before it is used again, as the pool does ([`super::CHECK_AFTER_IDLE`]).
 
 use std::collections::VecDeque;
@@ -137,9 +138,8 @@ impl Warm {
         drop(queue);
     }
 
-    /// How many connections are warm now.
-    #[cfg(test)]
-    fn kept(&self) -> usize {
+    /// How many connections are warm now: idle, though out of the pool.
+    pub(super) fn kept(&self) -> usize {
         self.state().idle.as_ref().map_or(0, Vec::len)
     }
 
@@ -192,6 +192,10 @@ impl Warm {
                         Next::Pool(Slot::of(Some(self)))
                     }
                     Some(_) => {
+                        // Those that gave up waiting (cancelled, out of time) leave the queue
+                        // here, not only when a turn comes: under statements slower than the
+                        // wait, nothing else would sweep them.
+                        state.queue.retain(|waiter| !waiter.is_closed());
                         let (turn, wait) = oneshot::channel();
                         state.queue.push_back(turn);
                         Next::Wait(wait)
@@ -575,6 +579,13 @@ mod tests {
             "{waited:?}"
         );
         assert_eq!(warm.waiting(), 1, "its place in the queue is left behind");
+        // The next to queue sweeps it away: one left behind at a time, not one a request.
+        let waited = warm.take(&pool).await;
+        assert!(
+            matches!(waited, Err(sqlx::Error::PoolTimedOut)),
+            "{waited:?}"
+        );
+        assert_eq!(warm.waiting(), 1);
         // a ends: the one that gave up is passed over, and the connection stays warm.
         a.done();
         assert_eq!((warm.waiting(), warm.kept(), warm.state().held), (0, 1, 1));
