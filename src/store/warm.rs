@@ -177,29 +177,25 @@ impl Warm {
         loop {
             let next = {
                 let mut state = self.state();
-                let held = state.held;
                 let waited = !state.queue.is_empty();
-                match state.idle.as_mut() {
-                    // Closing, or keeping none.
-                    None => Next::Pool(Slot::of(None)),
-                    _ if self.keep == 0 => Next::Pool(Slot::of(None)),
-                    Some(idle) if !waited && !idle.is_empty() => match idle.pop() {
-                        Some(warm) => Next::Warm(warm),
-                        None => Next::Pool(Slot::of(None)),
-                    },
-                    Some(_) if held < self.keep => {
-                        state.held += 1;
-                        Next::Pool(Slot::of(Some(self)))
-                    }
-                    Some(_) => {
-                        // Those that gave up waiting (cancelled, out of time) leave the queue
-                        // here, not only when a turn comes: under statements slower than the
-                        // wait, nothing else would sweep them.
-                        state.queue.retain(|waiter| !waiter.is_closed());
-                        let (turn, wait) = oneshot::channel();
-                        state.queue.push_back(turn);
-                        Next::Wait(wait)
-                    }
+                if self.keep == 0 || state.idle.is_none() {
+                    // Keeping none, or closing.
+                    Next::Pool(Slot::of(None))
+                } else if let Some(warm) =
+                    state.idle.as_mut().filter(|_| !waited).and_then(Vec::pop)
+                {
+                    Next::Warm(warm)
+                } else if state.held < self.keep {
+                    state.held += 1;
+                    Next::Pool(Slot::of(Some(self)))
+                } else {
+                    // Those that gave up waiting (cancelled, out of time) leave the queue
+                    // here, not only when a turn comes: under statements slower than the
+                    // wait, nothing else would sweep them.
+                    state.queue.retain(|waiter| !waiter.is_closed());
+                    let (turn, wait) = oneshot::channel();
+                    state.queue.push_back(turn);
+                    Next::Wait(wait)
                 }
             };
             let slot = match next {
@@ -361,16 +357,26 @@ impl<'p> Executor<'p> for &'_ Reader {
     where
         'p: 'e,
     {
-        let pool = self.pool.clone();
-        Box::pin(async move { pool.acquire().await?.prepare_with(sql, parameters).await })
+        let reader = self.clone();
+        Box::pin(async move {
+            let mut lent = reader.warm.take(&reader.pool).await?;
+            let prepared = (&mut *lent).prepare_with(sql, parameters).await?;
+            lent.done();
+            Ok(prepared)
+        })
     }
 
     fn describe<'e>(
         self,
         sql: sqlx::SqlStr,
     ) -> BoxFuture<'e, Result<sqlx::Describe<Any>, sqlx::Error>> {
-        let pool = self.pool.clone();
-        Box::pin(async move { pool.acquire().await?.describe(sql).await })
+        let reader = self.clone();
+        Box::pin(async move {
+            let mut lent = reader.warm.take(&reader.pool).await?;
+            let described = (&mut *lent).describe(sql).await?;
+            lent.done();
+            Ok(described)
+        })
     }
 }
 
@@ -591,6 +597,28 @@ mod tests {
         assert_eq!((warm.waiting(), warm.kept(), warm.state().held), (0, 1, 1));
         let b = lent(&warm, &pool).await;
         b.done();
+        assert_eq!(warm.kept(), 1);
+    }
+
+    /// Preparing and describing a statement take their connection as statements do: with
+    /// every connection held warm, they do not wait for the pool.
+    #[tokio::test]
+    async fn preparing_takes_a_held_connection_too() {
+        let pool = pool(1).await;
+        let warm = Arc::new(Warm::new(1, WAIT));
+        let reader = Reader::new(pool.clone(), warm.clone());
+        sqlx::query("SELECT 1")
+            .execute(&reader)
+            .await
+            .expect("select");
+        assert_eq!(warm.kept(), 1, "the pool's one connection is held");
+        let prepared = tokio::time::timeout(
+            Duration::from_secs(5),
+            (&reader).prepare(sqlx::SqlSafeStr::into_sql_str("SELECT 2")),
+        )
+        .await
+        .expect("not waiting for the pool");
+        assert!(prepared.is_ok(), "{:?}", prepared.err());
         assert_eq!(warm.kept(), 1);
     }
 }
