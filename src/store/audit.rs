@@ -32,7 +32,7 @@ const INDEX_BATCH_TEXT: i64 = 4_000_000;
 /// What one transaction of [`Store::index_reads`] did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Indexed {
-    /// Requests' rows of reads whose patients it indexed.
+    /// Rows of reads (each a batch's requests by one caller) whose patients it indexed.
     pub requests: u64,
     /// Whether it stopped at a limit, with rows still past it.
     pub more: bool,
@@ -142,10 +142,10 @@ pub struct Read {
 const READ_KINDS: &[&str] = &["patient", "booking"];
 
 impl Read {
-    /// Reads as JSON, to be kept with an idempotent response.
-    pub fn to_json(reads: &[Read]) -> String {
+    /// Reads as JSON, to be kept with an idempotent response or in the audit log.
+    pub fn to_json<'r>(reads: impl IntoIterator<Item = &'r Read>) -> String {
         let rows: Vec<serde_json::Value> = reads
-            .iter()
+            .into_iter()
             .map(|r| serde_json::json!([r.operation, r.resource_type, r.resource_id, r.patient_id]))
             .collect();
         serde_json::Value::Array(rows).to_string()
@@ -177,17 +177,56 @@ pub struct Reads {
     pub reads: Vec<Read>,
 }
 
-impl Reads {
-    /// The request's row of `audit_reads`, under a new id, as read at `at`.
-    fn row(&self, at: i64) -> Line {
+/// Most records read one row of `audit_reads` holds: a row is listed whole, so a page of the
+/// log reads no more than so many events of each row it reaches.
+const READS_A_ROW: usize = 1000;
+
+/// The reads of a batch of requests by one actor in one practice: a row of `audit_reads`.
+#[derive(Debug)]
+struct ReadsRow<'b> {
+    practice_id: &'b str,
+    actor: &'b Actor,
+    reads: Vec<&'b Read>,
+}
+
+impl ReadsRow<'_> {
+    /// The batch's rows: its requests' reads gathered by practice and actor, the rows in the
+    /// order of their first request and each request's reads in order, a row holding at most
+    /// [`READS_A_ROW`] reads (a request's reads are always in one row: alone, if they are more).
+    /// A batch's requests are recorded at one time, `at`, and the log lists an event a record
+    /// read, so what it shows does not depend on how they are gathered. A row a request was a
+    /// row and three index entries each (on PostgreSQL, half of what recording a read cost it),
+    /// and one client's many requests are most of a busy server's batches.
+    fn gather(batch: &[Reads]) -> Vec<ReadsRow<'_>> {
+        let mut rows: Vec<ReadsRow> = Vec::new();
+        for request in batch.iter().filter(|r| !r.reads.is_empty()) {
+            let fits = |row: &ReadsRow| {
+                row.practice_id == request.practice_id
+                    && *row.actor == request.actor
+                    && row.reads.len() + request.reads.len() <= READS_A_ROW
+            };
+            match rows.iter_mut().rev().find(|row| fits(row)) {
+                Some(row) => row.reads.extend(&request.reads),
+                None => rows.push(ReadsRow {
+                    practice_id: &request.practice_id,
+                    actor: &request.actor,
+                    reads: request.reads.iter().collect(),
+                }),
+            }
+        }
+        rows
+    }
+
+    /// The row, under a new id, as read at `at`.
+    fn line(&self, at: i64) -> Line {
         (
-            self.practice_id.clone(),
+            self.practice_id.to_owned(),
             new_id(),
             at,
             self.actor.kind.as_str().to_owned(),
             self.actor.id.clone(),
             self.actor.name.clone(),
-            Read::to_json(&self.reads),
+            Read::to_json(self.reads.iter().copied()),
         )
     }
 }
@@ -456,7 +495,8 @@ fn newest_first(
 
 impl Store {
     /// Records the reads of many requests in one transaction, one commit for all of them: a
-    /// row of `audit_reads` per request and practice, and who read each patient.
+    /// row of `audit_reads` per practice and actor (see [`ReadsRow::gather`]), and who read
+    /// each patient.
     ///
     /// On PostgreSQL, an entry of `audit_read_patients` per patient each read reached, in
     /// the same statement: one round trip for the batch. On SQLite, whose commit writes every
@@ -473,33 +513,35 @@ impl Store {
     /// one has moved them, within about a second.
     pub async fn record_reads(&self, batch: &[Reads]) -> StoreResult<()> {
         let at = now_ms();
-        let requests: Vec<(&Reads, Line)> = batch
-            .iter()
-            .filter(|r| !r.reads.is_empty())
-            .map(|reads| (reads, reads.row(at)))
+        let gathered: Vec<(ReadsRow, Line)> = ReadsRow::gather(batch)
+            .into_iter()
+            .map(|row| {
+                let line = row.line(at);
+                (row, line)
+            })
             .collect();
-        if requests.is_empty() {
+        if gathered.is_empty() {
             return Ok(());
         }
         if let Some(journal) = &self.journal {
             // SQLite in a file: appended to this server's journal and flushed, and moved
             // into `audit_reads` within a second ([`Store::move_reads`]).
             let mut lines = String::new();
-            for (_, row) in &requests {
+            for (_, row) in &gathered {
                 lines += &serde_json::to_string(row).map_err(std::io::Error::other)?;
                 lines.push('\n');
             }
             let journal = journal.clone();
             return blocking(move || journal.append(lines.as_bytes())).await;
         }
-        let rows: Vec<&Line> = requests.iter().map(|(_, row)| row).collect();
+        let rows: Vec<&Line> = gathered.iter().map(|(_, row)| row).collect();
         let rows = serde_json::to_string(&rows).map_err(std::io::Error::other)?;
         match self.engine {
             // One statement, which commits alone: a batch costs one round trip.
             Engine::Postgres => {
                 // [practice, patient, read], an entry of the index each.
                 let mut reached = Vec::new();
-                for (reads, row) in &requests {
+                for (reads, row) in &gathered {
                     let mut patients: Vec<&str> = reads
                         .reads
                         .iter()
@@ -541,7 +583,7 @@ impl Store {
         Ok(())
     }
 
-    /// The insert of the requests' rows of `audit_reads` given as one JSON parameter (`$1`),
+    /// The insert of rows of `audit_reads` given as one JSON parameter (`$1`),
     /// an array of [`Line`]s.
     fn insert_reads(&self) -> String {
         format!(
@@ -869,6 +911,65 @@ mod tests {
             [
                 "w2", "w1", "r.10", "r.08", "r.06", "r.04", "r.02", "r.00", "w0"
             ]
+        );
+    }
+
+    #[test]
+    fn a_batch_is_a_row_of_reads_a_practice_and_caller() {
+        let caller = |id: &str| Actor {
+            kind: ActorKind::Token,
+            id: id.into(),
+            name: Some("reader".into()),
+        };
+        let request = |practice: &str, actor: &str, reads: std::ops::Range<usize>| Reads {
+            practice_id: practice.into(),
+            actor: caller(actor),
+            reads: reads.map(|n| read(n, "p")).collect(),
+        };
+        let batch = [
+            request("one", "a", 0..2),
+            request("one", "b", 2..3),
+            request("two", "a", 3..4),
+            request("one", "a", 4..4),
+            request("one", "a", 5..7),
+            // Would take a's row in "one" past its most reads: a row of its own, which the
+            // next of a's requests joins.
+            request("one", "a", 10..10 + READS_A_ROW - 3),
+            request("one", "a", 7..8),
+            request("one", "b", 8..9),
+        ];
+        let rows: Vec<(&str, &str, Vec<String>)> = ReadsRow::gather(&batch)
+            .iter()
+            .map(|row| {
+                let ids = row.reads.iter().map(|r| r.resource_id.clone());
+                (row.practice_id, row.actor.id.as_str(), ids.collect())
+            })
+            .collect();
+        let ids = |range: std::ops::Range<usize>| range.map(|n| format!("b{n}")).collect();
+        let big: Vec<String> = ids(10..10 + READS_A_ROW - 3);
+        assert_eq!(rows.len(), 4);
+        assert_eq!(
+            rows[0],
+            ("one", "a", ids(0..2).into_iter().chain(ids(5..7)).collect())
+        );
+        assert_eq!(
+            rows[1],
+            ("one", "b", vec!["b2".to_owned(), "b8".to_owned()])
+        );
+        assert_eq!(rows[2], ("two", "a", ids(3..4)));
+        assert_eq!(rows[3].2.len(), READS_A_ROW - 2);
+        assert_eq!(&rows[3].2[..READS_A_ROW - 3], &big[..]);
+        assert_eq!(rows[3].2[READS_A_ROW - 3], "b7");
+        assert!(ReadsRow::gather(&[request("one", "a", 0..0)]).is_empty());
+
+        // The row's line: the caller and its reads, in order, as one request's were.
+        let gathered = ReadsRow::gather(&batch);
+        let line = gathered[1].line(7);
+        assert_eq!((line.0.as_str(), line.2, line.4.as_str()), ("one", 7, "b"));
+        assert_eq!(
+            Read::from_json(&line.6),
+            [read(2, "p"), read(8, "p")],
+            "the reads as the log lists them"
         );
     }
 }

@@ -19,8 +19,10 @@ const MAX_BATCH: usize = 256;
 /// Requests waiting to have their reads recorded, at most.
 const QUEUE: usize = 4096;
 
-/// Requests whose patients go into the index in one transaction, at most: about two seconds
-/// of a busy server's reads of one record each, so that a second's reads are one transaction
+/// Rows of reads (each a batch's requests by one caller) whose patients go into the index in
+/// one transaction, at most: more than two seconds of a busy server's reads of one record
+/// each (there were a row a request until rows gathered a batch's requests by one caller,
+/// fewer since), so that a second's reads are one transaction
 /// (a transaction also stops at so many pages' worth of entries, about 45,000; see
 /// [`Store::index_reads`]: this stays under it). SQLite's one writer is held meanwhile, and
 /// with it every write; between two transactions the indexer pauses as long as the last one
