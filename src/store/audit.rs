@@ -17,8 +17,8 @@ use super::{
 const EVENT_COLUMNS: &str = "id, at, actor_type, actor_id, actor_name, action, operation, \
                              resource_type, resource_id, patient_id";
 
-/// Rows per insert statement: more than the largest page reads, and a JSON parameter of a
-/// few hundred kilobytes at most.
+/// Rows per insert statement: more than the largest page reads; a JSON parameter of a few
+/// hundred kilobytes, and of some 20 MB when each row gathers [`READS_A_ROW`] records read.
 const ROWS_PER_STATEMENT: usize = 1000;
 
 /// Journals of reads that no process writes any more taken up by one move, at most: each is
@@ -33,7 +33,7 @@ const INDEX_BATCH_TEXT: i64 = 4_000_000;
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Indexed {
     /// Rows of reads (each a batch's requests by one caller) whose patients it indexed.
-    pub requests: u64,
+    pub rows: u64,
     /// Whether it stopped at a limit, with rows still past it.
     pub more: bool,
 }
@@ -177,9 +177,11 @@ pub struct Reads {
     pub reads: Vec<Read>,
 }
 
-/// Most records read one row of `audit_reads` holds: a row is listed whole, so a page of the
-/// log reads no more than so many events of each row it reaches.
-const READS_A_ROW: usize = 1000;
+/// Most records read one row of `audit_reads` gathers from several requests: as many as one
+/// request's page of 100 bookings and their patients made a row of alone. A row is listed
+/// whole, so a page of the log reads no more than so many events of each row it reaches
+/// (bar a single request that read more, as before).
+const READS_A_ROW: usize = 200;
 
 /// The reads of a batch of requests by one actor in one practice: a row of `audit_reads`.
 #[derive(Debug)]
@@ -436,7 +438,8 @@ impl AuditFilter {
 
 const READ_COLUMNS: &str = "id, at, actor_type, actor_id, actor_name, reads";
 
-/// One request's reads of one practice, as `audit_reads` keeps them.
+/// Reads of one practice by one caller, as a row of `audit_reads` keeps them (a batch's
+/// requests by that caller; see [`ReadsRow::gather`]).
 #[derive(Debug, FromRow)]
 struct ReadRow {
     id: String,
@@ -596,7 +599,7 @@ impl Store {
 
     /// SQLite in a file: moves the reads of this server's journal, and of up to
     /// [`ORPHANS_A_MOVE`] journals that no process writes any more, into `audit_reads` (see
-    /// [`super::journal`]), and removes the files; returns how many requests' reads it moved.
+    /// [`super::journal`]), and removes the files; returns how many rows of reads it moved.
     /// A line already moved (by a mover that died before it removed its file) is one row
     /// still. A file that fails for a passing reason (the database busy, a full disk) stays,
     /// to be moved by the next call (or the next server), and the others are moved all the
@@ -686,7 +689,7 @@ impl Store {
             );
         };
         if lines.damaged > 0 {
-            refused("lines that are not a request's reads");
+            refused("lines that are not rows of reads");
             return Ok(0);
         }
         if lines.cut_short {
@@ -751,7 +754,7 @@ impl Store {
     /// `audit_reads_indexed` to `audit_read_patients`, in that b-tree's order, and moves the
     /// mark past them, in one transaction; says how many rows it took and whether it stopped
     /// short of the end. It stops before a row that would take the batch's lists of reads
-    /// past [`INDEX_BATCH_TEXT`] (a request's first row is always taken): a page of 100
+    /// past [`INDEX_BATCH_TEXT`] (the first row is always taken): a page of 100
     /// bookings is 100 entries, and a batch of thousands of them would hold SQLite's one
     /// writer, and every write, for seconds. Many requests' entries at once share the pages
     /// they change, where one request's entries would each rewrite a page of its own. A crash
@@ -798,7 +801,7 @@ impl Store {
         tx.commit().await?;
         let within = within.unwrap_or(taken);
         Ok(Indexed {
-            requests: u64::try_from(taken).unwrap_or(0),
+            rows: u64::try_from(taken).unwrap_or(0),
             more: taken < within || within >= limit,
         })
     }

@@ -16,7 +16,7 @@
 //!   locked by the live process writing it, or is one no process writes any more: left by a
 //!   process gone, or let go after a failed write or move) and holds its exclusive `flock`
 //!   for as long as it writes to it, with the file readable by its own user alone;
-//! - each batch of reads is appended as one line of JSON per request (`[practice, id, at,
+//! - each batch of reads is appended as one line of JSON per practice and caller (`[practice, id, at,
 //!   actor type, actor id, actor name, reads]`, the columns of `audit_reads`) and flushed
 //!   with `fdatasync` before any of its requests is answered;
 //! - about once a second, and before the audit log is listed or the database backed up, the
@@ -275,8 +275,8 @@ impl Journal {
     }
 }
 
-/// A line of a journal: a request's row of `audit_reads` (practice, id, at, actor type, actor
-/// id, actor name, reads), as the insert of reads takes it too.
+/// A line of a journal: a row of `audit_reads` (practice, id, at, actor type, actor id, actor
+/// name, reads: a batch's requests by one caller), as the insert of reads takes it too.
 pub(super) type Line = (String, String, i64, String, String, Option<String>, String);
 
 /// What a journal holds: its whole lines, whether its last line was cut short (by a crash

@@ -658,7 +658,7 @@ async fn a_read_is_on_the_patients_trail_before_and_after_it_is_indexed(#[case] 
     // patient, and adds nothing), the other caller's lookup, then nothing.
     let mut moved = Vec::new();
     loop {
-        let n = store.index_reads(1).await.expect("index").requests;
+        let n = store.index_reads(1).await.expect("index").rows;
         if n == 0 {
             break;
         }
@@ -716,7 +716,7 @@ async fn a_batch_of_the_index_of_reads_stops_at_its_size() {
     assert_eq!(
         first,
         Indexed {
-            requests: 2,
+            rows: 2,
             more: true
         }
     );
@@ -724,7 +724,7 @@ async fn a_batch_of_the_index_of_reads_stops_at_its_size() {
     assert_eq!(
         second,
         Indexed {
-            requests: 1,
+            rows: 1,
             more: false
         }
     );
@@ -750,7 +750,7 @@ async fn a_batch_of_the_index_of_reads_stops_at_its_size() {
         .expect("record");
     store.move_reads().await.expect("moved");
     let one = Indexed {
-        requests: 1,
+        rows: 1,
         more: true,
     };
     assert_eq!(store.index_reads(1).await.expect("index"), one);
@@ -803,7 +803,10 @@ async fn an_sqlite_server_indexes_its_reads_behind_them() {
             .fetch_one(&mut conn)
             .await
             .expect("count");
-    assert_eq!(indexed, 3, "one entry per request that read the patient");
+    assert_eq!(
+        indexed, 3,
+        "one entry per row: the requests came one after another, a batch each"
+    );
     let _ = conn.close().await;
     assert_eq!(
         summary(&events(&app, json!({ "p": patient })).await),
@@ -858,7 +861,7 @@ async fn reads_waiting_for_the_index_survive_the_upgrade() {
         .await
         .expect("upgrade");
     let trail = |patient: &'static str| trail_at_the_store(&store, "p1", patient);
-    assert_eq!(store.index_reads(100).await.expect("index").requests, 0);
+    assert_eq!(store.index_reads(100).await.expect("index").rows, 0);
     let indexed: Vec<(String, String)> =
         sqlx::query_as("SELECT patient_id, read_id FROM audit_read_patients ORDER BY 1, 2")
             .fetch_all(&sqlx::AnyPool::connect(&db.url).await.expect("open"))
