@@ -16,9 +16,9 @@
 //!   locked by the live process writing it, or is one no process writes any more: left by a
 //!   process gone, or let go after a failed write or move) and holds its exclusive `flock`
 //!   for as long as it writes to it, with the file readable by its own user alone;
-//! - each batch of reads is appended as one line of JSON per practice and caller (`[practice, id, at,
-//!   actor type, actor id, actor name, reads]`, the columns of `audit_reads`) and flushed
-//!   with `fdatasync` before any of its requests is answered;
+//! - each batch of reads is appended as one line of JSON per practice and caller
+//!   (`[practice, id, at, actor type, actor id, actor name, reads]`, the columns of
+//!   `audit_reads`) and flushed with `fdatasync` before any of its requests is answered;
 //! - about once a second, and before the audit log is listed or the database backed up, the
 //!   file being written is set aside (the mover of every second first makes the next one, off
 //!   the requests' path, and puts it in its place, but for a server that stops; otherwise

@@ -21,12 +21,11 @@ const QUEUE: usize = 4096;
 
 /// Rows of reads (each a batch's requests by one caller) whose patients go into the index in
 /// one transaction, at most: more than two seconds of a busy server's reads of one record
-/// each (there were a row a request until rows gathered a batch's requests by one caller,
-/// fewer since), so that a second's reads are one transaction
-/// (a transaction also stops at so many pages' worth of entries, about 45,000; see
-/// [`Store::index_reads`]: this stays under it). SQLite's one writer is held meanwhile, and
-/// with it every write; between two transactions the indexer pauses as long as the last one
-/// took, so that writes get at least half of it. The batch does not shrink when a transaction
+/// each, so that a second's reads are one transaction. A transaction also stops at so many
+/// pages' worth of entries, about 45,000 (see [`Store::index_reads`]), which rows of many
+/// reads reach first. SQLite's one writer is held meanwhile, and with it every write; between
+/// two transactions the indexer pauses as long as the last one took, so that writes get at
+/// least half of it. The batch does not shrink when a transaction
 /// is slow: on a busy machine every transaction is, and smaller ones made the index fall
 /// behind the reads without end (at 5,000 requests a second, 16,000 behind after 8 s, in 135
 /// commits a second). Each commit also empties every reading connection's cache of pages:
