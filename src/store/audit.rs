@@ -744,6 +744,12 @@ impl Store {
         Ok(lines.whole as u64)
     }
 
+    /// Whether recording a batch of reads is a flush of a file (SQLite in a file: its journal
+    /// of reads), rather than a statement.
+    pub fn flushes_reads(&self) -> bool {
+        self.journal.is_some()
+    }
+
     /// Whether the index of who read each patient is brought up to date behind the reads
     /// ([`Store::index_reads`]): on SQLite; PostgreSQL indexes each read as it records it.
     pub fn indexes_reads_later(&self) -> bool {
