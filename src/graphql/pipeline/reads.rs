@@ -26,10 +26,11 @@ const QUEUE: usize = 4096;
 /// at once, a batch was that request and the two or three that had queued behind the last
 /// flush. Yielding costs no time when nothing else is ready (a request alone waits no
 /// longer), and lets the requests already running finish into the same batch. `patient` on
-/// SQLite, 16 connections: 3.7 requests a flush with none, 11.8 with two, and 8 to 23 % more
-/// requests a second in 8 of 10 alternated runs (BENCHMARKS.md, sixteenth round). On
-/// PostgreSQL, where a batch is a statement, not a flush, the same yields took 5 % more of
-/// the server's CPU a request, for fewer statements PostgreSQL did not notice: none there.
+/// SQLite, 16 connections: 2.9 requests a flush with none, 7.3 with one, 9.4 to 10.5 with two
+/// or three; more requests a second in 8 of 10 alternated runs (BENCHMARKS.md, sixteenth
+/// round). On PostgreSQL, where a batch is a statement, not a flush, the same yields took 1
+/// to 24 % more of the server's CPU a request, for fewer statements PostgreSQL did not
+/// notice: none there.
 const YIELDS: usize = 2;
 
 /// Rows of reads (each a batch's requests by one caller) whose patients go into the index in
