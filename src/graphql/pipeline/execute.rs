@@ -14,7 +14,7 @@ use futures_util::stream::BoxStream;
 use super::Caller;
 use super::order::in_selection_order;
 use super::prepare::{Chosen, Prepared};
-use super::reads::ReadAudit;
+use super::reads::{ReadAudit, Running};
 use super::rejection::{Rejection, Stop};
 use super::validated::{Validated, Validation};
 use crate::auth::OperationKind;
@@ -43,6 +43,8 @@ pub struct Ran {
     reads: Option<Reads>,
     /// What the query cost, for a refusal to say.
     cost: Value,
+    /// Counted as running until its reads are recorded (or it is dropped).
+    running: Running,
 }
 
 impl Ran {
@@ -175,13 +177,15 @@ impl Schemas {
     }
 }
 
-/// Runs `prepared` for `caller`; see [`build`]. A document that passes validation in full is
-/// known from then on (see [`super::validated`]).
+/// Runs `prepared` for `caller`, counted as `running` until its reads are recorded; see
+/// [`build`]. A document that passes validation in full is known from then on (see
+/// [`super::validated`]).
 pub async fn run(
     schemas: &Schemas,
     store: &Store,
     prepared: Prepared,
     caller: Caller,
+    running: Running,
 ) -> Result<Ran, Rejection> {
     let request_id = caller.request_id.clone();
     let (validation, schema) = schemas.for_request(&prepared);
@@ -200,6 +204,7 @@ pub async fn run(
         executed,
         reads,
         cost: built.cost,
+        running,
     })
 }
 
@@ -259,6 +264,7 @@ pub async fn deliver(audit: &ReadAudit, ran: Ran) -> Result<Executed, Rejection>
         Some(reads) => audit.record(reads).await,
         None => true,
     };
+    drop(ran.running);
     if !recorded {
         return Err(Rejection::new(
             Stop::Unavailable,

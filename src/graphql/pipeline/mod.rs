@@ -203,7 +203,8 @@ impl Pipeline {
     /// Runs the operation: see [`execute::run`]. Nothing of it may leave before
     /// [`Pipeline::deliver`].
     pub async fn run(&self, prepared: Prepared, caller: Caller) -> Result<Ran, Rejection> {
-        execute::run(&self.schemas, &self.store, prepared, caller).await
+        let running = self.reads.running();
+        execute::run(&self.schemas, &self.store, prepared, caller, running).await
     }
 
     /// Runs a subscription on `connection`: see [`execute::subscribe`].

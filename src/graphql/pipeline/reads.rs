@@ -6,6 +6,8 @@
 //! requests at a time (see [`Store::record_reads`], [`Store::move_reads`] and
 //! [`Store::index_reads`]).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
@@ -24,13 +26,15 @@ const QUEUE: usize = 4096;
 /// SQLite's journal of reads. The request that wakes it finished an instant before the
 /// others running beside it, and the runtime runs the writer next, on the same thread: taken
 /// at once, a batch was that request and the two or three that had queued behind the last
-/// flush. Yielding costs no time when nothing else is ready (a request alone waits no
-/// longer), and lets the requests already running finish into the same batch. `patient` on
-/// SQLite, 16 connections: 2.9 requests a flush with none, 7.3 with one, 9.4 to 10.5 with two
-/// or three; more requests a second in 8 of 10 alternated runs (BENCHMARKS.md, sixteenth
-/// round). On PostgreSQL, where a batch is a statement, not a flush, the same yields took 1
-/// to 24 % more of the server's CPU a request, for fewer statements PostgreSQL did not
-/// notice: none there.
+/// flush. It yields only while more operations are running ([`Running`]) than its batch
+/// holds, and lets those finish into the same batch. `patient` on
+/// SQLite, 16 connections: 2.9 requests a flush with no yield, 7.3 with one, 9.4 with two,
+/// 10.5 with three; more requests a second in 11 of 13 alternated runs (BENCHMARKS.md,
+/// sixteenth round). Each yield lasts until the thread has run the other tasks ready, which
+/// the requests of the batch wait for: `patient`'s p99 moved within the machine's noise. Yielding whatever ran beside it took 5 to 10 % more of the server's CPU a request
+/// on one connection, where no other request can join. On PostgreSQL, where a batch is a
+/// statement, not a flush, the same yields took 1 to 24 % more of the server's CPU a request,
+/// for fewer statements PostgreSQL did not notice: none there.
 const YIELDS: usize = 2;
 
 /// Rows of reads (each a batch's requests by one caller) whose patients go into the index in
@@ -66,6 +70,19 @@ struct Pending {
 #[derive(Clone, Debug)]
 pub struct ReadAudit {
     queue: mpsc::Sender<Pending>,
+    /// Operations running, each counted by its [`Running`].
+    running: Arc<AtomicUsize>,
+}
+
+/// An operation running whose reads the writer of reads may wait for (see [`YIELDS`]): held
+/// from the start of its run until its reads are recorded, or it ends without.
+#[derive(Debug)]
+pub struct Running(Arc<AtomicUsize>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl ReadAudit {
@@ -74,9 +91,11 @@ impl ReadAudit {
         let (queue, mut incoming) = mpsc::channel::<Pending>(QUEUE);
         let indexing = store.indexes_reads_later().then(|| store.clone());
         let yields = if store.flushes_reads() { YIELDS } else { 0 };
+        let running = Arc::new(AtomicUsize::new(0));
+        let others = running.clone();
         tokio::spawn(async move {
             let mut batch = Vec::with_capacity(MAX_BATCH);
-            while take(&mut incoming, &mut batch, yields).await {
+            while take(&mut incoming, &mut batch, yields, &others).await {
                 let (reads, answers): (Vec<Reads>, Vec<oneshot::Sender<bool>>) =
                     batch.drain(..).map(|p| (p.reads, p.done)).unzip();
                 let recorded = match store.record_reads(&reads).await {
@@ -95,7 +114,13 @@ impl ReadAudit {
         if let Some(store) = indexing {
             index(store, queue.downgrade());
         }
-        ReadAudit { queue }
+        ReadAudit { queue, running }
+    }
+
+    /// Counts an operation as running until the [`Running`] is dropped.
+    pub fn running(&self) -> Running {
+        self.running.fetch_add(1, Ordering::Relaxed);
+        Running(self.running.clone())
     }
 
     /// How many requests wait for their reads to be recorded.
@@ -118,18 +143,22 @@ impl ReadAudit {
 }
 
 /// Takes the next batch of requests' reads into `batch`: whatever has queued up once the
-/// first has come and the tasks ready beside it have run, `yields` times (see [`YIELDS`]).
-/// False when every handle is gone and nothing is left.
+/// first has come and the tasks ready beside it have run, up to `yields` times while more
+/// operations are `running` than the batch holds (see [`YIELDS`]). False when every handle
+/// is gone and nothing is left.
 async fn take(
     incoming: &mut mpsc::Receiver<Pending>,
     batch: &mut Vec<Pending>,
     yields: usize,
+    running: &AtomicUsize,
 ) -> bool {
+    // recv_many's limit counts what it adds: a batch left over would make it take nothing.
+    debug_assert!(batch.is_empty());
     if incoming.recv_many(batch, MAX_BATCH).await == 0 {
         return false;
     }
     for _ in 0..yields {
-        if batch.len() >= MAX_BATCH {
+        if batch.len() >= MAX_BATCH || running.load(Ordering::Relaxed) <= batch.len() {
             break;
         }
         tokio::task::yield_now().await;
@@ -196,15 +225,16 @@ mod tests {
     /// Requests woken together, as requests in flight finish together: the first one's reads
     /// wake the writer, which the runtime runs next on the same thread; the others' reads,
     /// sent an instant later, join its batch. (Taken at once, the batch was the first alone.)
-    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
-    async fn a_batch_takes_the_reads_of_the_requests_running_beside_the_first() {
+    async fn batches(running: usize) -> Vec<usize> {
         const REQUESTS: usize = 8;
         let (queue, mut incoming) = mpsc::channel::<Pending>(QUEUE);
         let (sizes, mut sized) = mpsc::unbounded_channel();
-        // The writer's loop, without the store: each batch's size.
+        // The writer's loop, without the store: each batch's size, with `running` operations
+        // counted as running.
         tokio::spawn(async move {
+            let running = AtomicUsize::new(running);
             let mut batch = Vec::new();
-            while take(&mut incoming, &mut batch, YIELDS).await {
+            while take(&mut incoming, &mut batch, YIELDS, &running).await {
                 let _ = sizes.send(batch.len());
                 batch.clear();
             }
@@ -220,14 +250,48 @@ mod tests {
                 let _ = queue.send(pending).await;
             });
         }
-        // Woken from the runtime's thread, as requests are: all of them before any runs.
+        // Woken together from the runtime's thread: all of them before any runs.
         tokio::spawn(async move { go.add_permits(REQUESTS) });
         let mut taken = Vec::new();
         while taken.iter().sum::<usize>() < REQUESTS {
-            taken.extend(sized.recv().await);
+            let size = tokio::time::timeout(Duration::from_secs(10), sized.recv())
+                .await
+                .expect("every request's reads taken within 10 s")
+                .expect("the writer runs on");
+            taken.push(size);
         }
-        assert_eq!(taken, vec![REQUESTS]);
         drop(answers);
+        taken
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_batch_takes_the_reads_of_the_requests_running_beside_the_first() {
+        assert_eq!(batches(8).await, vec![8]);
+    }
+
+    /// With no other operation running, the writer takes the first at once, as it would a
+    /// request alone: the others here are not counted as running.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn the_writer_waits_for_no_one_when_nothing_else_runs() {
+        assert_eq!(batches(1).await.first(), Some(&1));
+    }
+
+    #[tokio::test]
+    async fn a_batch_holds_at_most_its_cap_of_requests() {
+        let (queue, mut incoming) = mpsc::channel::<Pending>(QUEUE);
+        let mut answers = Vec::new();
+        for _ in 0..MAX_BATCH + 44 {
+            let (pending, answer) = pending();
+            answers.push(answer);
+            queue.send(pending).await.unwrap();
+        }
+        let running = AtomicUsize::new(MAX_BATCH + 44);
+        let mut batch = Vec::new();
+        assert!(take(&mut incoming, &mut batch, YIELDS, &running).await);
+        assert_eq!(batch.len(), MAX_BATCH);
+        batch.clear();
+        assert!(take(&mut incoming, &mut batch, YIELDS, &running).await);
+        assert_eq!(batch.len(), 44);
     }
 
     #[tokio::test]
@@ -237,9 +301,9 @@ mod tests {
         queue.send(first).await.unwrap();
         drop(queue);
         let mut batch = Vec::new();
-        assert!(take(&mut incoming, &mut batch, YIELDS).await);
+        assert!(take(&mut incoming, &mut batch, YIELDS, &AtomicUsize::new(2)).await);
         assert_eq!(batch.len(), 1);
         batch.clear();
-        assert!(!take(&mut incoming, &mut batch, YIELDS).await);
+        assert!(!take(&mut incoming, &mut batch, YIELDS, &AtomicUsize::new(2)).await);
     }
 }
