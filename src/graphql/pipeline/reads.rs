@@ -23,18 +23,15 @@ const QUEUE: usize = 4096;
 
 /// How many times the writer of reads, woken by a request's reads, lets the runtime's other
 /// ready tasks run before it records what has queued up, when recording is a flush of
-/// SQLite's journal of reads. The request that wakes it finished an instant before the
-/// others running beside it, and the runtime runs the writer next, on the same thread: taken
-/// at once, a batch was that request and the two or three that had queued behind the last
-/// flush. It yields only while more operations are running ([`Running`]) than its batch
-/// holds, and lets those finish into the same batch. `patient` on
+/// SQLite's journal of reads, and only while more operations are running ([`Running`]) than
+/// its batch holds. The request that wakes it finished an instant before the others running
+/// beside it, and the runtime runs the writer next, on the same thread: taken at once, a
+/// batch was that request and the two or three queued behind the last flush. `patient` on
 /// SQLite, 16 connections: 2.9 requests a flush with no yield, 7.3 with one, 9.4 with two,
-/// 10.5 with three; more requests a second in 11 of 13 alternated runs (BENCHMARKS.md,
-/// sixteenth round). Each yield lasts until the thread has run the other tasks ready, which
-/// the requests of the batch wait for: `patient`'s p99 moved within the machine's noise. Yielding whatever ran beside it took 5 to 10 % more of the server's CPU a request
-/// on one connection, where no other request can join. On PostgreSQL, where a batch is a
-/// statement, not a flush, the same yields took 1 to 24 % more of the server's CPU a request,
-/// for fewer statements PostgreSQL did not notice: none there.
+/// 10.5 with three; more requests a second in 11 of 13 alternated runs, p99 within the noise.
+/// Yielding with nothing else running cost up to 9 % of the requests a second on one
+/// connection; on PostgreSQL, where a batch is a statement, not a flush, 1 to 24 % more of
+/// the server's CPU a request: neither yields (BENCHMARKS.md, sixteenth round).
 const YIELDS: usize = 2;
 
 /// Rows of reads (each a batch's requests by one caller) whose patients go into the index in
@@ -212,14 +209,15 @@ mod tests {
     use super::*;
     use crate::store::audit::Actor;
 
-    fn pending() -> (Pending, oneshot::Receiver<bool>) {
-        let (done, answer) = oneshot::channel();
+    /// A request's reads; no one waits for the answer, which `take` does not give.
+    fn pending() -> Pending {
+        let (done, _) = oneshot::channel();
         let reads = Reads {
             practice_id: "practice".into(),
             actor: Actor::operator(),
             reads: Vec::new(),
         };
-        (Pending { reads, done }, answer)
+        Pending { reads, done }
     }
 
     /// Requests woken together, as requests in flight finish together: the first one's reads
@@ -239,15 +237,12 @@ mod tests {
                 batch.clear();
             }
         });
-        let go = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
-        let mut answers = Vec::new();
+        let go = Arc::new(tokio::sync::Semaphore::new(0));
         for _ in 0..REQUESTS {
             let (queue, go) = (queue.clone(), go.clone());
-            let (pending, answer) = pending();
-            answers.push(answer);
             tokio::spawn(async move {
                 let _permit = go.acquire().await;
-                let _ = queue.send(pending).await;
+                let _ = queue.send(pending()).await;
             });
         }
         // Woken together from the runtime's thread: all of them before any runs.
@@ -260,7 +255,6 @@ mod tests {
                 .expect("the writer runs on");
             taken.push(size);
         }
-        drop(answers);
         taken
     }
 
@@ -279,11 +273,8 @@ mod tests {
     #[tokio::test]
     async fn a_batch_holds_at_most_its_cap_of_requests() {
         let (queue, mut incoming) = mpsc::channel::<Pending>(QUEUE);
-        let mut answers = Vec::new();
         for _ in 0..MAX_BATCH + 44 {
-            let (pending, answer) = pending();
-            answers.push(answer);
-            queue.send(pending).await.unwrap();
+            queue.send(pending()).await.unwrap();
         }
         let running = AtomicUsize::new(MAX_BATCH + 44);
         let mut batch = Vec::new();
@@ -297,8 +288,7 @@ mod tests {
     #[tokio::test]
     async fn the_writer_stops_when_every_handle_is_gone() {
         let (queue, mut incoming) = mpsc::channel::<Pending>(QUEUE);
-        let (first, _answer) = pending();
-        queue.send(first).await.unwrap();
+        queue.send(pending()).await.unwrap();
         drop(queue);
         let mut batch = Vec::new();
         assert!(take(&mut incoming, &mut batch, YIELDS, &AtomicUsize::new(2)).await);
