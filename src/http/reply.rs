@@ -10,7 +10,7 @@
 //! refused token).
 
 use axum::body::Body;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde_json::Value;
 
@@ -192,11 +192,13 @@ impl Reply {
 /// The headers that tell a caller where it stands: the IETF `RateLimit` / `RateLimit-Policy`
 /// pair and the widespread `X-RateLimit-*` triple, and `Retry-After` when it was refused.
 fn rate_headers(status: RateStatus, headers: &mut HeaderMap) {
-    let mut set = |name: &'static str, value: String| {
-        if let Ok(value) = HeaderValue::from_str(&value) {
-            headers.insert(name, value);
-        }
-    };
+    // The names are constants (no parse a response), and the numbers' values are written
+    // straight into their headers (no String in between): every response carries five.
+    const POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+    const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+    const LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+    const REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+    const RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
     let RateStatus {
         policy,
         limit,
@@ -204,13 +206,18 @@ fn rate_headers(status: RateStatus, headers: &mut HeaderMap) {
         reset,
         retry_after,
     } = status;
-    set("ratelimit-policy", format!("\"{policy}\";q={limit};w=60"));
-    set("ratelimit", format!("\"{policy}\";r={remaining};t={reset}"));
-    set("x-ratelimit-limit", limit.to_string());
-    set("x-ratelimit-remaining", remaining.to_string());
-    set("x-ratelimit-reset", reset.to_string());
+    let mut set = |name: HeaderName, value: String| {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(name, value);
+        }
+    };
+    set(POLICY, format!("\"{policy}\";q={limit};w=60"));
+    set(RATELIMIT, format!("\"{policy}\";r={remaining};t={reset}"));
+    headers.insert(LIMIT, HeaderValue::from(limit));
+    headers.insert(REMAINING, HeaderValue::from(remaining));
+    headers.insert(RESET, HeaderValue::from(reset));
     if let Some(retry_after) = retry_after {
-        set("retry-after", retry_after.to_string());
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
     }
 }
 
