@@ -192,8 +192,8 @@ impl Reply {
 /// The headers that tell a caller where it stands: the IETF `RateLimit` / `RateLimit-Policy`
 /// pair and the widespread `X-RateLimit-*` triple, and `Retry-After` when it was refused.
 fn rate_headers(status: RateStatus, headers: &mut HeaderMap) {
-    // The names are constants (no parse a response), and the numbers' values are written
-    // straight into their headers (no String in between): every response carries five.
+    // The names are constants (not parsed at each response), and the numbers are written
+    // straight into their header values (no String in between): every response carries five.
     const POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
     const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
     const LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");

@@ -759,12 +759,12 @@ fn an_unreachable_database_is_one_line_and_a_non_zero_exit() {
 }
 
 /// Sends createPatient to `url` again and again until `stop`; returns the ids of the patients
-/// whose creation was answered with success, each also counted in `answered` as it comes.
+/// whose creation was answered with success, each also a permit added to `answered` as it comes.
 async fn write_until(
     url: String,
     token: String,
     stop: tokio::sync::watch::Receiver<bool>,
-    answered: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    answered: std::sync::Arc<tokio::sync::Semaphore>,
 ) -> Vec<String> {
     let client = reqwest::Client::builder()
         .timeout(std::time::Duration::from_secs(5))
@@ -789,7 +789,7 @@ async fn write_until(
         };
         if let Some(id) = body["data"]["createPatient"]["data"]["id"].as_str() {
             acknowledged.push(id.to_string());
-            answered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            answered.add_permits(1);
         }
     }
     acknowledged
@@ -808,7 +808,7 @@ async fn writes_survive_ten_kills_in_the_middle_of_writing(#[case] engine: Engin
         let (mut server, at) = start_server(&cli);
         url = at;
         let (stop, stopping) = tokio::sync::watch::channel(false);
-        let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let answered = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
         let writers: Vec<_> = (0..4)
             .map(|_| {
                 let writer = write_until(
@@ -823,12 +823,8 @@ async fn writes_survive_ten_kills_in_the_middle_of_writing(#[case] engine: Engin
         // Let the writers get going (a few writes answered: on a loaded machine the first
         // answers of a fresh server can take longer than any fixed pause), then kill the
         // server under them.
-        let going = std::time::Instant::now();
-        while answered.load(std::sync::atomic::Ordering::Relaxed) < 4
-            && going.elapsed() < std::time::Duration::from_secs(20)
-        {
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
+        let going = answered.acquire_many(4);
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(20), going).await;
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         server.kill().expect("SIGKILL");
         server.wait().expect("wait");
