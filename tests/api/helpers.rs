@@ -570,11 +570,12 @@ pub fn journals_of_reads(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 }
 
 /// The journals of reads in `dir` that hold any: a server makes the next journal ahead,
-/// empty, once it has set one aside (src/store/journal.rs, `Journal::make_ahead`).
+/// zeros only, once it has set one aside, and a journal's text ends at its first zero byte
+/// (src/store/journal.rs, `Journal::set_aside_making_the_next`).
 pub fn journals_holding_reads(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     journals_of_reads(dir)
         .into_iter()
-        .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.len() > 0))
+        .filter(|p| std::fs::read(p).is_ok_and(|bytes| bytes.first().is_some_and(|b| *b != 0)))
         .collect()
 }
 
