@@ -80,7 +80,9 @@ pub(super) struct Open {
 impl Open {
     /// The journal's text: what the file holds up to its first zero byte.
     pub(super) fn contents(&mut self) -> std::io::Result<Vec<u8>> {
-        let mut bytes = Vec::new();
+        // Read into room for its length at once (growing as it reads would copy it, and take
+        // up to twice its length).
+        let mut bytes = Vec::with_capacity(usize::try_from(self.len).unwrap_or(0));
         self.file.rewind()?;
         (&self.file).take(self.len).read_to_end(&mut bytes)?;
         if let Some(end) = bytes.iter().position(|b| *b == 0) {
