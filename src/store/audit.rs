@@ -817,7 +817,8 @@ impl Store {
 }
 
 /// `items` (each a JSON value's text) as JSON arrays of at most `most` bytes of items each
-/// (an item longer than that alone), in order.
+/// (an item longer than that alone), in order; an array's text is its items and their
+/// brackets and commas.
 fn json_arrays(items: &[&str], most: usize) -> Vec<String> {
     let mut arrays = Vec::new();
     let mut array = String::new();

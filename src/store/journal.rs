@@ -48,8 +48,9 @@ use std::path::{Path, PathBuf};
 /// How old a journal left half-made must be before a mover removes it.
 const HALF_MADE: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// The room of a journal made on a batch's way (the first after the server starts or after
-/// a failure; see [`Journal::append`]), and the least any journal is made with.
+/// The room of a journal made on a batch's way (when none was made ahead: the first after
+/// the server starts, after a failure, or after a journal was set aside for the audit log's
+/// listing or a backup; see [`Journal::append`]), and the least any journal is made with.
 const FIRST_ROOM: u64 = 64 * 1024;
 
 /// The most room a journal is made with: a second of pages of 100 bookings at 400 a second
@@ -68,25 +69,49 @@ fn room_after(written: u64) -> u64 {
         .clamp(FIRST_ROOM, MOST_ROOM)
 }
 
-/// A journal file, open for writing, locked by this process.
+/// A journal file, locked by this process: open for writing when this process made it, for
+/// reading only when taken up as one let go ([`Journal::orphans`]).
 #[derive(Debug)]
 pub(super) struct Open {
     pub(super) file: File,
     pub(super) path: PathBuf,
-    /// The bytes of lines written (for a journal another process left, the file's length).
+    /// The bytes of lines written; for a journal taken up as one let go, the file's length,
+    /// its zeros included.
     len: u64,
 }
 
 impl Open {
-    /// The journal's text: what the file holds up to its first zero byte.
+    /// The journal's text: what the file holds up to its first zero byte, read a piece at a
+    /// time (a journal let go may be megabytes of zeros, or damaged to any length), into
+    /// memory asked for as it comes: too much of it is an error, not the end of the process.
     pub(super) fn contents(&mut self) -> std::io::Result<Vec<u8>> {
-        // Read into room for its length at once (growing as it reads would copy it, and take
-        // up to twice its length).
-        let mut bytes = Vec::with_capacity(usize::try_from(self.len).unwrap_or(0));
+        let mut bytes = Vec::new();
+        // Room for the text at once where its length is known (growing as it reads would
+        // copy it, and take up to twice its length); for a journal let go, a piece's.
+        let expected = usize::try_from(self.len).unwrap_or(usize::MAX);
+        bytes
+            .try_reserve_exact(expected.min(MOST_ROOM as usize))
+            .map_err(std::io::Error::other)?;
         self.file.rewind()?;
-        (&self.file).take(self.len).read_to_end(&mut bytes)?;
-        if let Some(end) = bytes.iter().position(|b| *b == 0) {
-            bytes.truncate(end);
+        let mut file = (&self.file).take(self.len);
+        let mut piece = vec![0u8; FIRST_ROOM as usize];
+        loop {
+            let n = match file.read(&mut piece) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(error) => return Err(error),
+            };
+            let read = &piece[..n];
+            let end = read.iter().position(|b| *b == 0);
+            let text = &read[..end.unwrap_or(n)];
+            bytes
+                .try_reserve(text.len())
+                .map_err(std::io::Error::other)?;
+            bytes.extend_from_slice(text);
+            if end.is_some() {
+                break;
+            }
         }
         Ok(bytes)
     }
@@ -137,8 +162,8 @@ impl Journal {
         })
     }
 
-    /// Appends `lines` to the journal being written, making one if there is none, and
-    /// flushes them to disk. Blocking: run it on a blocking thread. After a failure the file
+    /// Appends `lines` to the journal being written (over its zeros, after the lines before
+    /// them), making one if there is none, and flushes them to disk. Blocking: run it on a blocking thread. After a failure the file
     /// is let go (with its lock: it is then moved as one left by a process gone, its whole
     /// lines, those of the failed batch among them, without one a failed write may have cut
     /// short: reads never answered may so be recorded, never reads answered left out), and
@@ -231,7 +256,8 @@ impl Journal {
     /// removed instead.
     fn take(&self, path: &Path, making: bool) -> std::io::Result<Option<Open>> {
         use std::os::unix::fs::MetadataExt;
-        let file = match OpenOptions::new().read(true).append(true).open(path) {
+        // Read only: a journal let go is moved and removed, never written again.
+        let file = match OpenOptions::new().read(true).open(path) {
             Ok(file) => file,
             // Moved meanwhile by another process.
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -301,6 +327,9 @@ impl Journal {
                 "a new journal of reads is locked by another process",
             ),
         })?;
+        // Until it is in place, a failure removes it: its room, megabytes on a disk nearly
+        // full, would otherwise stay taken until a mover found it a minute old.
+        let half_made = RemovedUnlessKept(Some(making.clone()));
         super::owned_as(&file, &self.database)?;
         // Zeros written (not a hole, nor space reserved and marked unwritten, whose first
         // write would change the file's map of blocks, and so its metadata, at a flush).
@@ -313,8 +342,26 @@ impl Journal {
         }
         file.sync_all()?;
         std::fs::rename(&making, &path)?;
+        half_made.keep();
         File::open(&self.dir)?.sync_all()?;
         Ok(Open { file, path, len: 0 })
+    }
+}
+
+/// A file removed when this is dropped, unless [`RemovedUnlessKept::keep`] was called.
+struct RemovedUnlessKept(Option<PathBuf>);
+
+impl RemovedUnlessKept {
+    fn keep(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for RemovedUnlessKept {
+    fn drop(&mut self) {
+        if let Some(path) = self.0.take() {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 
@@ -461,6 +508,18 @@ mod tests {
             },
             "the batch a crash cut short, before the zeros, was never answered"
         );
+    }
+
+    #[test]
+    fn a_journal_half_made_is_removed_when_making_it_fails() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("practice.db-reading-x");
+        std::fs::write(&path, b"").expect("made");
+        drop(RemovedUnlessKept(Some(path.clone())));
+        assert!(!path.exists(), "removed on the way out of a failure");
+        std::fs::write(&path, b"").expect("made");
+        RemovedUnlessKept(Some(path.clone())).keep();
+        assert!(path.exists(), "kept once in place");
     }
 
     #[test]

@@ -504,7 +504,7 @@ async fn sqlite_keeps_reads_in_its_journal_while_the_log_refuses_them() {
             event("token", "create", "createPatient", "patient"),
         ]
     );
-    // (The next journal, made ahead, may be there: empty.)
+    // (The next journal, made ahead, may be there: zeros, no reads.)
     let left = journals_holding_reads(&sqlite_directory(&app.database_url));
     assert!(left.is_empty(), "{left:?}");
 }

@@ -575,7 +575,13 @@ pub fn journals_of_reads(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 pub fn journals_holding_reads(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     journals_of_reads(dir)
         .into_iter()
-        .filter(|p| std::fs::read(p).is_ok_and(|bytes| bytes.first().is_some_and(|b| *b != 0)))
+        .filter(|p| {
+            use std::io::Read;
+            let mut first = [0u8; 1];
+            std::fs::File::open(p)
+                .and_then(|mut file| file.read(&mut first))
+                .is_ok_and(|n| n == 1 && first[0] != 0)
+        })
         .collect()
 }
 
