@@ -682,17 +682,8 @@ impl Store {
             Ok((lines, chunks, file))
         })
         .await?;
-        let refused = |why: &str| {
-            let to = journal.quarantine(&file);
-            tracing::error!(
-                file = %file.path.display(),
-                set_aside_as = %to.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|e| e.to_string()),
-                why,
-                "a journal of reads cannot be moved into the audit log: it is set aside, its reads are not listed"
-            );
-        };
         if lines.damaged > 0 {
-            refused("lines that are not rows of reads");
+            refused(journal, file, "lines that are not rows of reads".into()).await;
             return Ok(0);
         }
         if lines.cut_short {
@@ -728,7 +719,9 @@ impl Store {
                                 | sqlx::error::ErrorKind::CheckViolation
                         ) =>
                     {
-                        refused(error.message());
+                        let why = error.message().to_string();
+                        drop(tx);
+                        refused(journal, file, why).await;
                         return Ok(0);
                     }
                     Err(error) => return Err(error.into()),
@@ -814,6 +807,29 @@ impl Store {
             more: taken < within || within >= limit,
         })
     }
+}
+
+/// Sets aside a journal the audit log refuses, for an operator (renamed off the runtime's
+/// threads), and says so in the log.
+async fn refused(
+    journal: &std::sync::Arc<super::journal::Journal>,
+    file: super::journal::Open,
+    why: String,
+) {
+    let path = file.path.display().to_string();
+    let journal = journal.clone();
+    let to = blocking(move || Ok(journal.quarantine(&file))).await;
+    let set_aside_as = match to {
+        Ok(Ok(to)) => to.display().to_string(),
+        Ok(Err(error)) => error.to_string(),
+        Err(error) => error.to_string(),
+    };
+    tracing::error!(
+        file = %path,
+        set_aside_as = %set_aside_as,
+        why = why.as_str(),
+        "a journal of reads cannot be moved into the audit log: it is set aside, its reads are not listed"
+    );
 }
 
 /// `items` (each a JSON value's text) as JSON arrays of at most `most` bytes of items each
