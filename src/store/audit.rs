@@ -670,9 +670,9 @@ impl Store {
         journal: &std::sync::Arc<super::journal::Journal>,
         file: super::journal::Open,
     ) -> StoreResult<u64> {
-        // Read, checked and cut into statements' parameters off the runtime's threads: a
-        // second of a busy server's reads is thousands of lines.
-        // The file's text is dropped once cut: a second of pages of bookings is megabytes.
+        // Read, checked and cut into statements' parameters off the runtime's threads, the
+        // file's text dropped once cut: a second of a busy server's reads is thousands of
+        // lines, and of pages of bookings megabytes.
         let (lines, chunks, file) = blocking(move || {
             let mut file = file;
             let contents = file.contents()?;

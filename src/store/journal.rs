@@ -163,8 +163,8 @@ impl Journal {
     }
 
     /// Appends `lines` to the journal being written (over its zeros, after the lines before
-    /// them), making one if there is none, and flushes them to disk. Blocking: run it on a blocking thread. After a failure the file
-    /// is let go (with its lock: it is then moved as one left by a process gone, its whole
+    /// them), making one if there is none, and flushes them to disk. Blocking: run it on a
+    /// blocking thread. After a failure the file is let go (with its lock: it is then moved as one left by a process gone, its whole
     /// lines, those of the failed batch among them, without one a failed write may have cut
     /// short: reads never answered may so be recorded, never reads answered left out), and
     /// the next batch starts a new one.
@@ -320,6 +320,9 @@ impl Journal {
             0o600,
         )
         .open(&making)?;
+        // Until it is in place, a failure removes it: its room, megabytes on a disk nearly
+        // full, would otherwise stay taken until a mover found it a minute old.
+        let half_made = RemovedUnlessKept(Some(making.clone()));
         file.try_lock().map_err(|error| match error {
             std::fs::TryLockError::Error(error) => error,
             std::fs::TryLockError::WouldBlock => std::io::Error::new(
@@ -327,9 +330,6 @@ impl Journal {
                 "a new journal of reads is locked by another process",
             ),
         })?;
-        // Until it is in place, a failure removes it: its room, megabytes on a disk nearly
-        // full, would otherwise stay taken until a mover found it a minute old.
-        let half_made = RemovedUnlessKept(Some(making.clone()));
         super::owned_as(&file, &self.database)?;
         // Zeros written (not a hole, nor space reserved and marked unwritten, whose first
         // write would change the file's map of blocks, and so its metadata, at a flush).
@@ -458,7 +458,7 @@ mod tests {
 
     #[test]
     fn batches_are_written_over_the_zeros_and_past_them_when_they_run_out() {
-        let (dir, journal) = journal();
+        let (_dir, journal) = journal();
         journal.append(b"[1]\n").expect("appended");
         let path = journal.lock_current().as_ref().expect("made").path.clone();
         let size = || std::fs::metadata(&path).expect("journal").len();
@@ -486,7 +486,6 @@ mod tests {
         let expected = format!("[1]\n[2]\n{big}[3]\n");
         assert_eq!(aside.contents().expect("read"), expected.as_bytes());
         assert_eq!(text_of(&path), expected.as_bytes());
-        drop(dir);
     }
 
     #[test]
