@@ -178,12 +178,9 @@ pub async fn authenticate(
     })
 }
 
-/// Password checks running at once: half the cores (at least one), so that a flood of
-/// sign-ins leaves the other half to every other request.
-static HASHING: std::sync::LazyLock<tokio::sync::Semaphore> = std::sync::LazyLock::new(|| {
-    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    tokio::sync::Semaphore::new((cores / 2).max(1))
-});
+/// Password checks running at once: [`password::checks_at_once`].
+static HASHING: std::sync::LazyLock<tokio::sync::Semaphore> =
+    std::sync::LazyLock::new(|| tokio::sync::Semaphore::new(password::checks_at_once()));
 
 /// A successful sign-in.
 #[derive(Debug)]

@@ -2,11 +2,17 @@
 //!
 //! Hashing is slow on purpose; callers on the async runtime run these functions on the
 //! blocking pool (`tokio::task::spawn_blocking`) so that a sign-in never stalls other requests.
+//!
+//! A check's 19 MiB of Argon2 memory is taken from a few kept for the purpose ([`MEMORY`]),
+//! not asked of the allocator each time: freed by one thread of the blocking pool and asked
+//! for again by another, it stayed in the process twice over or more (sign-ins alone took the
+//! server's memory from 23 to 68 MB; BENCHMARKS.md, nineteenth round).
 
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, PoisonError};
 
-use argon2::Argon2;
-use argon2::password_hash::{PasswordHasher, PasswordVerifier};
+use argon2::password_hash::PasswordHasher;
+use argon2::password_hash::phc::Output;
+use argon2::{Algorithm, Argon2, Block, Params, PasswordHash, Version};
 
 /// Shortest password accepted for a staff user.
 pub const MIN_PASSWORD_CHARS: usize = 8;
@@ -37,14 +43,81 @@ pub fn hash_password(password: &str) -> Result<String, String> {
         .map_err(|e| format!("could not hash the password: {e}"))
 }
 
-/// True if `password` matches the PHC string `hash`.
+/// True if `password` matches the PHC string `hash`: the hash's own algorithm, version,
+/// parameters and salt applied to `password`, and the outputs compared in constant time, as
+/// the `password-hash` crate's verifier does, in memory from [`MEMORY`].
 pub fn verify_password(password: &str, hash: &str) -> bool {
     if password.chars().count() > MAX_PASSWORD_CHARS {
         return false;
     }
-    Argon2::default()
-        .verify_password(password.as_bytes(), hash)
-        .is_ok()
+    let Ok(hash) = PasswordHash::new(hash) else {
+        return false;
+    };
+    let (Some(salt), Some(expected)) = (&hash.salt, &hash.hash) else {
+        return false;
+    };
+    let (Ok(algorithm), Ok(version), Ok(params)) = (
+        Algorithm::try_from(hash.algorithm.as_str()),
+        hash.version
+            .map_or(Ok(Version::default()), Version::try_from),
+        Params::try_from(&hash),
+    ) else {
+        return false;
+    };
+    let blocks = params.block_count();
+    let argon2 = Argon2::new(algorithm, version, params);
+    let mut computed = [0u8; Output::MAX_LENGTH];
+    let Some(computed) = computed.get_mut(..expected.len()) else {
+        return false;
+    };
+    let hashed = with_memory(blocks, |memory| {
+        argon2.hash_password_into_with_memory(password.as_bytes(), salt, computed, memory)
+    });
+    hashed.is_some_and(|hashed| hashed.is_ok())
+        && Output::new(computed).is_ok_and(|computed| computed == *expected)
+}
+
+/// How many password checks may run at once: half the cores (at least one), so that a flood
+/// of sign-ins leaves the other half to every other request (`HASHING`, in `super`).
+pub fn checks_at_once() -> usize {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    (cores / 2).max(1)
+}
+
+/// Argon2's memory for the checks running at once, each of the default parameters' size,
+/// kept for the next check once used: at most [`checks_at_once`] of them (a check whose
+/// request went away still runs to its end, and one more may start beside it meanwhile).
+static MEMORY: Mutex<Vec<Box<[Block]>>> = Mutex::new(Vec::new());
+
+/// Runs `hash` with `blocks` blocks of Argon2 memory: kept memory of that size, or new
+/// memory, kept afterwards if it is of the default parameters' size and fewer than
+/// [`checks_at_once`] are kept (a hash made with other parameters gets memory of its own,
+/// freed after). The memory is wiped before it is kept: no trace of a password's hash
+/// outlives its check. None when new memory of that size cannot be had (a hash whose
+/// parameters ask for more than the machine has is an error, not the end of the process).
+fn with_memory<T>(blocks: usize, hash: impl FnOnce(&mut [Block]) -> T) -> Option<T> {
+    let kept = Params::DEFAULT.block_count();
+    let taken = (blocks == kept)
+        .then(|| MEMORY.lock().unwrap_or_else(PoisonError::into_inner).pop())
+        .flatten();
+    let mut memory = match taken {
+        Some(memory) => memory,
+        None => {
+            let mut memory = Vec::new();
+            memory.try_reserve_exact(blocks).ok()?;
+            memory.resize(blocks, Block::new());
+            memory.into_boxed_slice()
+        }
+    };
+    let result = hash(&mut memory);
+    if memory.len() == kept {
+        memory.fill(Block::new());
+        let mut memories = MEMORY.lock().unwrap_or_else(PoisonError::into_inner);
+        if memories.len() < checks_at_once() {
+            memories.push(memory);
+        }
+    }
+    Some(result)
 }
 
 /// Spends the time a real verification takes, for an email that has no user, so that the
@@ -70,6 +143,70 @@ mod tests {
             hash_password("correct horse").expect("hash"),
             "salted"
         );
+    }
+
+    /// A hash of any algorithm, version and parameters is checked with its own, and the answer
+    /// is the `argon2` crate's own verifier's (which allocates its memory each time).
+    #[test]
+    fn checks_agree_with_the_argon2_crate_for_every_kind_of_hash() {
+        use argon2::PasswordVerifier;
+        let kinds = [
+            (Algorithm::Argon2id, Version::V0x13, Params::DEFAULT),
+            (Algorithm::Argon2i, Version::V0x13, Params::DEFAULT),
+            (Algorithm::Argon2d, Version::V0x10, Params::DEFAULT),
+            (
+                Algorithm::Argon2id,
+                Version::V0x13,
+                Params::new(4096, 3, 2, Some(48)).expect("params"),
+            ),
+        ];
+        for (algorithm, version, params) in kinds {
+            let hash = Argon2::new(algorithm, version, params)
+                .hash_password_with_salt(b"correct horse", b"a salt of 16 b..")
+                .expect("hash")
+                .to_string();
+            for (password, right) in [("correct horse", true), ("correct hors", false)] {
+                let theirs = Argon2::default()
+                    .verify_password(password.as_bytes(), hash.as_str())
+                    .is_ok();
+                assert_eq!(theirs, right, "{hash}");
+                assert_eq!(verify_password(password, &hash), right, "{hash}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_hash_that_is_not_one_matches_nothing() {
+        let hash = hash_password("correct horse").expect("hash");
+        let without_output = hash.rsplit_once('$').expect("output").0;
+        for broken in [
+            "",
+            "correct horse",
+            "$argon2id$v=19$m=19456",
+            without_output,
+        ] {
+            assert!(!verify_password("correct horse", broken), "{broken}");
+        }
+        let unknown = hash.replace("$argon2id$", "$argon3$");
+        assert!(!verify_password("correct horse", &unknown));
+    }
+
+    /// The memory kept for the next check is at most one a check that may run at once, and
+    /// holds nothing of the checks made in it.
+    #[test]
+    fn the_memory_kept_is_bounded_and_wiped() {
+        let hash = hash_password("correct horse").expect("hash");
+        assert!(verify_password("correct horse", &hash));
+        let kept = MEMORY.lock().unwrap_or_else(PoisonError::into_inner);
+        assert!(kept.len() <= checks_at_once(), "{} kept", kept.len());
+        for memory in kept.iter() {
+            assert_eq!(memory.len(), Params::DEFAULT.block_count());
+            assert!(
+                memory
+                    .iter()
+                    .all(|block| block.as_ref().iter().all(|&w| w == 0))
+            );
+        }
     }
 
     #[test]
