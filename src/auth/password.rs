@@ -6,9 +6,12 @@
 //! A check's 19 MiB of Argon2 memory is taken from a few kept for the purpose ([`MEMORY`]),
 //! not asked of the allocator each time: freed by one thread of the blocking pool and asked
 //! for again by another, it stayed in the process twice over or more (sign-ins alone took the
-//! server's memory from 23 to 68 MB; BENCHMARKS.md, nineteenth round).
+//! server's memory from 23 to 69 MB; BENCHMARKS.md, nineteenth round). A new password's hash
+//! (rare: a new user, a changed password) takes its memory from the allocator, as before.
 
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{LazyLock, Mutex, MutexGuard, OnceLock, PoisonError};
+
+use zeroize::Zeroize;
 
 use argon2::password_hash::PasswordHasher;
 use argon2::password_hash::phc::Output;
@@ -70,7 +73,7 @@ pub fn verify_password(password: &str, hash: &str) -> bool {
     let Some(computed) = computed.get_mut(..expected.len()) else {
         return false;
     };
-    let hashed = with_memory(blocks, |memory| {
+    let hashed = MEMORY.with(blocks, |memory| {
         argon2.hash_password_into_with_memory(password.as_bytes(), salt, computed, memory)
     });
     hashed.is_some_and(|hashed| hashed.is_ok())
@@ -78,46 +81,98 @@ pub fn verify_password(password: &str, hash: &str) -> bool {
 }
 
 /// How many password checks may run at once: half the cores (at least one), so that a flood
-/// of sign-ins leaves the other half to every other request (`HASHING`, in `super`).
+/// of sign-ins leaves the other half to every other request (`HASHING`, in `super`). Read
+/// once: the memory kept for them is sized by it.
 pub fn checks_at_once() -> usize {
-    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    (cores / 2).max(1)
+    static CHECKS: LazyLock<usize> = LazyLock::new(|| {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        (cores / 2).max(1)
+    });
+    *CHECKS
 }
 
-/// Argon2's memory for the checks running at once, each of the default parameters' size,
-/// kept for the next check once used: at most [`checks_at_once`] of them (a check whose
-/// request went away still runs to its end, and one more may start beside it meanwhile).
-static MEMORY: Mutex<Vec<Box<[Block]>>> = Mutex::new(Vec::new());
+/// The Argon2 memory kept for password checks.
+static MEMORY: LazyLock<Memories> = LazyLock::new(|| Memories::new(checks_at_once()));
 
-/// Runs `hash` with `blocks` blocks of Argon2 memory: kept memory of that size, or new
-/// memory, kept afterwards if it is of the default parameters' size and fewer than
-/// [`checks_at_once`] are kept (a hash made with other parameters gets memory of its own,
-/// freed after). The memory is wiped before it is kept: no trace of a password's hash
-/// outlives its check. None when new memory of that size cannot be had (a hash whose
-/// parameters ask for more than the machine has is an error, not the end of the process).
-fn with_memory<T>(blocks: usize, hash: impl FnOnce(&mut [Block]) -> T) -> Option<T> {
-    let kept = Params::DEFAULT.block_count();
-    let taken = (blocks == kept)
-        .then(|| MEMORY.lock().unwrap_or_else(PoisonError::into_inner).pop())
-        .flatten();
-    let mut memory = match taken {
-        Some(memory) => memory,
-        None => {
-            let mut memory = Vec::new();
-            memory.try_reserve_exact(blocks).ok()?;
-            memory.resize(blocks, Block::new());
-            memory.into_boxed_slice()
-        }
-    };
-    let result = hash(&mut memory);
-    if memory.len() == kept {
-        memory.fill(Block::new());
-        let mut memories = MEMORY.lock().unwrap_or_else(PoisonError::into_inner);
-        if memories.len() < checks_at_once() {
-            memories.push(memory);
+/// Argon2 memory of the default parameters' size, kept for the next check once used: at most
+/// `most` of them (a check whose request went away still runs to its end, and another may
+/// start beside it meanwhile).
+struct Memories {
+    kept: Mutex<Vec<Box<[Block]>>>,
+    most: usize,
+}
+
+impl Memories {
+    const fn new(most: usize) -> Memories {
+        Memories {
+            kept: Mutex::new(Vec::new()),
+            most,
         }
     }
-    Some(result)
+
+    fn kept(&self) -> MutexGuard<'_, Vec<Box<[Block]>>> {
+        self.kept.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `hash` with `blocks` blocks of Argon2 memory: kept memory, if it is of the default
+    /// parameters' size and some is kept, or new memory, kept afterwards if it is of that size
+    /// and fewer than `most` are kept. Every memory is wiped once its check is done, kept or
+    /// not, and if the check panics. None when new memory cannot be had (a hash whose
+    /// parameters ask for more than the machine has is an error, not the end of the process).
+    fn with<T>(&self, blocks: usize, hash: impl FnOnce(&mut [Block]) -> T) -> Option<T> {
+        let keeps = blocks == Params::DEFAULT.block_count();
+        let taken = if keeps { self.kept().pop() } else { None };
+        let memory = match taken {
+            Some(memory) => memory,
+            None => {
+                let mut memory = Vec::new();
+                memory.try_reserve_exact(blocks).ok()?;
+                memory.resize(blocks, Block::new());
+                memory.into_boxed_slice()
+            }
+        };
+        let mut memory = Wiped(Some(memory));
+        let result = hash(memory.blocks());
+        if keeps {
+            let memory = memory.wipe();
+            let mut kept = self.kept();
+            if kept.len() < self.most {
+                kept.push(memory);
+            }
+        }
+        Some(result)
+    }
+}
+
+/// A check's memory, wiped when it is let go of (or handed back, by [`Wiped::wipe`]).
+struct Wiped(Option<Box<[Block]>>);
+
+impl Wiped {
+    fn blocks(&mut self) -> &mut [Block] {
+        self.0.as_deref_mut().unwrap_or_default()
+    }
+
+    /// The memory, wiped.
+    fn wipe(mut self) -> Box<[Block]> {
+        let mut memory = self.0.take().unwrap_or_default();
+        wipe(&mut memory);
+        memory
+    }
+}
+
+impl Drop for Wiped {
+    fn drop(&mut self) {
+        if let Some(memory) = &mut self.0 {
+            wipe(memory);
+        }
+    }
+}
+
+/// Zeroes `memory` with writes the compiler may not leave out (`zeroize`).
+fn wipe(memory: &mut [Block]) {
+    for block in memory {
+        block.as_mut().zeroize();
+    }
 }
 
 /// Spends the time a real verification takes, for an email that has no user, so that the
@@ -159,6 +214,12 @@ mod tests {
                 Version::V0x13,
                 Params::new(4096, 3, 2, Some(48)).expect("params"),
             ),
+            // The default memory's size with other passes: kept memory.
+            (
+                Algorithm::Argon2id,
+                Version::V0x13,
+                Params::new(Params::DEFAULT_M_COST, 3, 1, None).expect("params"),
+            ),
         ];
         for (algorithm, version, params) in kinds {
             let hash = Argon2::new(algorithm, version, params)
@@ -173,6 +234,16 @@ mod tests {
                 assert_eq!(verify_password(password, &hash), right, "{hash}");
             }
         }
+        // A hash without its version is of the default one (0x13), to the crate as to us.
+        let old = Argon2::default()
+            .hash_password_with_salt(b"correct horse", b"a salt of 16 b..")
+            .expect("hash")
+            .to_string()
+            .replace("$v=19", "");
+        assert!(!old.contains("$v="), "{old}");
+        let theirs = Argon2::default().verify_password(b"correct horse", old.as_str());
+        assert!(theirs.is_ok(), "{old}");
+        assert!(verify_password("correct horse", &old), "{old}");
     }
 
     #[test]
@@ -187,26 +258,47 @@ mod tests {
         ] {
             assert!(!verify_password("correct horse", broken), "{broken}");
         }
-        let unknown = hash.replace("$argon2id$", "$argon3$");
-        assert!(!verify_password("correct horse", &unknown));
+        for unknown in [
+            hash.replace("$argon2id$", "$argon3$"),
+            hash.replace("$v=19$", "$v=20$"),
+        ] {
+            assert!(!verify_password("correct horse", &unknown), "{unknown}");
+        }
     }
 
-    /// The memory kept for the next check is at most one a check that may run at once, and
-    /// holds nothing of the checks made in it.
+    /// Memory is kept up to its bound, handed out again, and wiped.
     #[test]
     fn the_memory_kept_is_bounded_and_wiped() {
-        let hash = hash_password("correct horse").expect("hash");
-        assert!(verify_password("correct horse", &hash));
-        let kept = MEMORY.lock().unwrap_or_else(PoisonError::into_inner);
-        assert!(kept.len() <= checks_at_once(), "{} kept", kept.len());
-        for memory in kept.iter() {
-            assert_eq!(memory.len(), Params::DEFAULT.block_count());
-            assert!(
-                memory
-                    .iter()
-                    .all(|block| block.as_ref().iter().all(|&w| w == 0))
-            );
-        }
+        let memories = Memories::new(2);
+        let size = Params::DEFAULT.block_count();
+        let dirty = |memory: &mut [Block]| memory.iter_mut().for_each(|b| b.as_mut().fill(7));
+        let kept = |memories: &Memories| {
+            let kept = memories.kept();
+            for memory in kept.iter() {
+                assert_eq!(memory.len(), size);
+                assert!(memory.iter().all(|b| b.as_ref().iter().all(|&w| w == 0)));
+            }
+            kept.len()
+        };
+        // Three checks at once: two memories kept after, the third let go.
+        memories.with(size, |a| {
+            dirty(a);
+            memories.with(size, |b| {
+                dirty(b);
+                memories.with(size, dirty)
+            })
+        });
+        assert_eq!(kept(&memories), 2);
+        // A check takes kept memory and gives it back.
+        memories.with(size, |memory| {
+            assert_eq!(memory.len(), size);
+            assert_eq!(kept(&memories), 1);
+            dirty(memory);
+        });
+        assert_eq!(kept(&memories), 2);
+        // Memory of another size is its own, and not kept.
+        memories.with(8, |memory| assert_eq!(memory.len(), 8));
+        assert_eq!(kept(&memories), 2);
     }
 
     #[test]
