@@ -7,15 +7,14 @@
 //! not asked of the allocator each time: freed by one thread of the blocking pool and asked
 //! for again by another, it stayed in the process twice over or more (sign-ins alone took the
 //! server's memory from 23 to 69 MB; BENCHMARKS.md, nineteenth round). A new password's hash
-//! (rare: a new user, a changed password) takes its memory from the allocator, as before.
+//! is made in the same memory.
 
 use std::sync::{LazyLock, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use zeroize::Zeroize;
 
-use argon2::password_hash::PasswordHasher;
-use argon2::password_hash::phc::Output;
-use argon2::{Algorithm, Argon2, Block, Params, PasswordHash, Version};
+use argon2::password_hash::phc::{Output, ParamsString, Salt};
+use argon2::{ARGON2ID_IDENT, Algorithm, Argon2, Block, Params, PasswordHash, Version};
 
 /// Shortest password accepted for a staff user.
 pub const MIN_PASSWORD_CHARS: usize = 8;
@@ -38,12 +37,29 @@ pub fn check_new_password(password: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Hashes a password into a PHC string (`$argon2id$v=19$...`) with a fresh random salt.
+/// Hashes a password into a PHC string (`$argon2id$v=19$...`) with a fresh random salt: the
+/// `argon2` crate's default hasher's steps and string (Argon2id, version 0x13, the default
+/// parameters, a salt of 16 bytes), in memory from [`MEMORY`].
 pub fn hash_password(password: &str) -> Result<String, String> {
-    Argon2::default()
-        .hash_password(password.as_bytes())
-        .map(|hash| hash.to_string())
-        .map_err(|e| format!("could not hash the password: {e}"))
+    let failed = |e: &dyn std::fmt::Display| format!("could not hash the password: {e}");
+    let params = Params::DEFAULT;
+    let salt: [u8; Salt::RECOMMENDED_LENGTH] = rand::random();
+    let mut output = [0u8; Params::DEFAULT_OUTPUT_LEN];
+    let argon2 = Argon2::new(Algorithm::Argon2id, Version::V0x13, params.clone());
+    MEMORY
+        .with(params.block_count(), |memory| {
+            argon2.hash_password_into_with_memory(password.as_bytes(), &salt, &mut output, memory)
+        })
+        .ok_or_else(|| failed(&"not enough memory"))?
+        .map_err(|e| failed(&e))?;
+    let hash = PasswordHash {
+        algorithm: ARGON2ID_IDENT,
+        version: Some(Version::V0x13.into()),
+        params: ParamsString::try_from(&params).map_err(|e| failed(&e))?,
+        salt: Some(Salt::new(&salt).map_err(|e| failed(&e))?),
+        hash: Some(Output::new(&output).map_err(|e| failed(&e))?),
+    };
+    Ok(hash.to_string())
 }
 
 /// True if `password` matches the PHC string `hash`: the hash's own algorithm, version,
@@ -186,11 +202,23 @@ pub fn verify_nothing(password: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use argon2::PasswordHasher;
 
     #[test]
     fn hashes_with_argon2id_and_verifies() {
+        use argon2::PasswordVerifier;
         let hash = hash_password("correct horse").expect("hash");
-        assert!(hash.starts_with("$argon2id$"), "{hash}");
+        assert!(
+            hash.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"),
+            "{hash}"
+        );
+        // The crate's own verifier takes our hash as one of its own.
+        let theirs = |password: &str| {
+            Argon2::default()
+                .verify_password(password.as_bytes(), hash.as_str())
+                .is_ok()
+        };
+        assert!(theirs("correct horse") && !theirs("wrong horse"), "{hash}");
         assert!(verify_password("correct horse", &hash));
         assert!(!verify_password("wrong horse", &hash));
         assert_ne!(
