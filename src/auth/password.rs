@@ -45,7 +45,7 @@ pub fn hash_password(password: &str) -> Result<String, String> {
     let params = Params::DEFAULT;
     let salt: [u8; Salt::RECOMMENDED_LENGTH] = rand::random();
     let mut output = [0u8; Params::DEFAULT_OUTPUT_LEN];
-    let argon2 = Argon2::new(Algorithm::Argon2id, Version::V0x13, params.clone());
+    let argon2 = Argon2::default();
     MEMORY
         .with(params.block_count(), |memory| {
             argon2.hash_password_into_with_memory(password.as_bytes(), &salt, &mut output, memory)
@@ -147,39 +147,29 @@ impl Memories {
                 memory.into_boxed_slice()
             }
         };
-        let mut memory = Wiped(Some(memory));
-        let result = hash(memory.blocks());
-        if keeps {
-            let memory = memory.wipe();
-            let mut kept = self.kept();
-            if kept.len() < self.most {
-                kept.push(memory);
-            }
-        }
-        Some(result)
+        let mut lent = Lent {
+            memory,
+            back_to: keeps.then_some(self),
+        };
+        Some(hash(&mut lent.memory))
     }
 }
 
-/// A check's memory, wiped when it is let go of (or handed back, by [`Wiped::wipe`]).
-struct Wiped(Option<Box<[Block]>>);
-
-impl Wiped {
-    fn blocks(&mut self) -> &mut [Block] {
-        self.0.as_deref_mut().unwrap_or_default()
-    }
-
-    /// The memory, wiped.
-    fn wipe(mut self) -> Box<[Block]> {
-        let mut memory = self.0.take().unwrap_or_default();
-        wipe(&mut memory);
-        memory
-    }
+/// A check's memory: wiped when the check is done (or panics), then handed back to the
+/// memories it came from (`back_to`) if they keep fewer than their most.
+struct Lent<'m> {
+    memory: Box<[Block]>,
+    back_to: Option<&'m Memories>,
 }
 
-impl Drop for Wiped {
+impl Drop for Lent<'_> {
     fn drop(&mut self) {
-        if let Some(memory) = &mut self.0 {
-            wipe(memory);
+        wipe(&mut self.memory);
+        if let Some(memories) = self.back_to {
+            let mut kept = memories.kept();
+            if kept.len() < memories.most {
+                kept.push(std::mem::take(&mut self.memory));
+            }
         }
     }
 }

@@ -164,10 +164,10 @@ impl Journal {
 
     /// Appends `lines` to the journal being written (over its zeros, after the lines before
     /// them), making one if there is none, and flushes them to disk. Blocking: run it on a
-    /// blocking thread. After a failure the file is let go (with its lock: it is then moved as one left by a process gone, its whole
-    /// lines, those of the failed batch among them, without one a failed write may have cut
-    /// short: reads never answered may so be recorded, never reads answered left out), and
-    /// the next batch starts a new one.
+    /// blocking thread. After a failure the file is let go (with its lock: it is then moved
+    /// as one left by a process gone, its whole lines, those of the failed batch among them,
+    /// without one a failed write may have cut short: reads never answered may so be
+    /// recorded, never reads answered left out), and the next batch starts a new one.
     pub(super) fn append(&self, lines: &[u8]) -> std::io::Result<()> {
         use std::os::unix::fs::FileExt;
         let mut current = self.lock_current();
