@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_graphql::dataloader::{DataLoader, HashMapCache, Loader};
@@ -18,6 +18,11 @@ use crate::store::{PracticeStore, Store, StoreResult};
 /// One kind of record loaded by id.
 pub trait Batch: Send + Sync + 'static {
     type Value: Clone + Send + Sync + 'static;
+
+    /// Where a request's [`Loaders`] keep the loader of this kind.
+    fn slot(loaders: &Loaders) -> &OnceLock<Loaded<Self>>
+    where
+        Self: Sized;
 
     fn load<'a>(
         store: PracticeStore<'a>,
@@ -50,36 +55,57 @@ impl<B: Batch> Loader<String> for ByIds<B> {
 /// The loader of kind `B` as a request holds it.
 type Loaded<B> = DataLoader<ByIds<B>, HashMapCache>;
 
-/// Adds a loader of kind `B` to a request. With `cached`, a record loaded once is not loaded
-/// again in the same request, which lets a list fetch its relations ahead ([`prime`]); a
-/// mutation's request does not cache, so that it reads what its own earlier fields wrote.
-fn with_loader<B: Batch>(
-    request: async_graphql::Request,
-    store: &Store,
-    caller: &Principal,
+/// The loaders of one request, each made when a field first asks for it: most requests (a
+/// patient, a page without relations) ask for none or one, and the seven kinds made ahead for
+/// every request cost about as much as reading its document's cost.
+pub struct Loaders {
+    store: Store,
+    practice_id: String,
+    /// The caller's access groups, when they see only those patients.
+    patient_groups: Option<Vec<String>>,
+    /// Whether a record loaded once is kept for the rest of the request (see [`install`]).
     cached: bool,
-) -> async_graphql::Request {
-    let loader = DataLoader::with_cache(
-        ByIds::<B> {
-            store: store.clone(),
-            practice_id: caller.practice_id.clone(),
-            patient_groups: caller.patient_groups.clone(),
-            kind: PhantomData,
-        },
-        tokio::spawn,
-        HashMapCache::default(),
-    )
-    // No wait for more keys: a list loads its relations ahead in one batch ([`prime`]), and
-    // the loader's default of 1 ms would be most of a small query's time.
-    .delay(Duration::ZERO);
-    loader.enable_all_cache(cached);
-    request.data(loader)
+    patients: OnceLock<Loaded<Patients>>,
+    patient_labels: OnceLock<Loaded<PatientLabels>>,
+    users: OnceLock<Loaded<Users>>,
+    locations: OnceLock<Loaded<Locations>>,
+    products: OnceLock<Loaded<Products>>,
+    bookings: OnceLock<Loaded<Bookings>>,
+    labels: OnceLock<Loaded<Labels>>,
+}
+
+impl Loaders {
+    /// The request's loader of kind `B`, made now if no field asked for it before.
+    fn of<B: Batch>(&self) -> &Loaded<B> {
+        B::slot(self).get_or_init(|| {
+            let loader = DataLoader::with_cache(
+                ByIds::<B> {
+                    store: self.store.clone(),
+                    practice_id: self.practice_id.clone(),
+                    patient_groups: self.patient_groups.clone(),
+                    kind: PhantomData,
+                },
+                tokio::spawn,
+                HashMapCache::default(),
+            )
+            // No wait for more keys: a list loads its relations ahead in one batch
+            // ([`prime`]), and the loader's default of 1 ms would be most of a small query's
+            // time.
+            .delay(Duration::ZERO);
+            loader.enable_all_cache(self.cached);
+            loader
+        })
+    }
+}
+
+/// The request's loader of kind `B`.
+fn loader<'c, B: Batch>(ctx: &Context<'c>) -> Result<&'c Loaded<B>> {
+    Ok(ctx.data::<Loaders>()?.of::<B>())
 }
 
 /// Loads one record of kind `B` through the request's loader.
 pub async fn load_one<B: Batch>(ctx: &Context<'_>, id: &str) -> Result<Option<B::Value>> {
-    let loader = ctx.data::<Loaded<B>>()?;
-    loader
+    loader::<B>(ctx)?
         .load_one(id.to_string())
         .await
         .map_err(|e| store_failed_ref(&e))
@@ -89,15 +115,14 @@ pub async fn load_one<B: Batch>(ctx: &Context<'_>, id: &str) -> Result<Option<B:
 /// hangs from, say), so that a field that asks for it is not sent to the database again.
 /// Without the cache (a mutation's request), the field loads it as usual.
 pub async fn feed<B: Batch>(ctx: &Context<'_>, id: String, value: B::Value) -> Result<()> {
-    ctx.data::<Loaded<B>>()?.feed_one(id, value).await;
+    loader::<B>(ctx)?.feed_one(id, value).await;
     Ok(())
 }
 
 /// Loads the records of kind `B` with these ids through the request's loader, in the order
 /// of `ids`; an id with no record is left out.
 pub async fn load_many<B: Batch>(ctx: &Context<'_>, ids: Vec<String>) -> Result<Vec<B::Value>> {
-    let loader = ctx.data::<Loaded<B>>()?;
-    let mut found = loader
+    let mut found = loader::<B>(ctx)?
         .load_many(ids.clone())
         .await
         .map_err(|e| store_failed_ref(&e))?;
@@ -108,8 +133,7 @@ pub async fn load_many<B: Batch>(ctx: &Context<'_>, ids: Vec<String>) -> Result<
 /// Without this, the fields of a long page reach the loader over a few milliseconds and may
 /// be split into several batches; with it the number of statements is fixed.
 pub async fn prime<B: Batch>(ctx: &Context<'_>, ids: Vec<String>) -> Result<()> {
-    let loader = ctx.data::<Loaded<B>>()?;
-    loader
+    loader::<B>(ctx)?
         .load_many(ids)
         .await
         .map(|_| ())
@@ -118,12 +142,16 @@ pub async fn prime<B: Batch>(ctx: &Context<'_>, ids: Vec<String>) -> Result<()> 
 
 /// Declares a batch kind that calls one store method.
 macro_rules! batch {
-    ($(#[$doc:meta])* $name:ident, $value:ty, $method:ident) => {
+    ($(#[$doc:meta])* $name:ident, $value:ty, $method:ident, $slot:ident) => {
         $(#[$doc])*
         pub struct $name;
 
         impl Batch for $name {
             type Value = $value;
+
+            fn slot(loaders: &Loaders) -> &OnceLock<Loaded<Self>> {
+                &loaders.$slot
+            }
 
             fn load<'a>(
                 store: PracticeStore<'a>,
@@ -137,47 +165,56 @@ macro_rules! batch {
 
 batch!(
     /// Patients by id.
-    Patients, crate::store::patients::Patient, patients_by_ids
+    Patients, crate::store::patients::Patient, patients_by_ids, patients
 );
 batch!(
     /// The labels on each patient, by patient id.
-    PatientLabels, Vec<crate::store::patients::PatientLabel>, labels_of_patients
+    PatientLabels, Vec<crate::store::patients::PatientLabel>, labels_of_patients, patient_labels
 );
 batch!(
     /// Staff users by id.
-    Users, crate::store::users::User, users_by_ids
+    Users, crate::store::users::User, users_by_ids, users
 );
 batch!(
     /// Locations by id.
-    Locations, crate::store::locations::Location, locations_by_ids
+    Locations, crate::store::locations::Location, locations_by_ids, locations
 );
 batch!(
     /// Products (appointment types among them) by id.
-    Products, crate::store::products::Product, products_by_ids
+    Products, crate::store::products::Product, products_by_ids, products
 );
 
 batch!(
     /// Bookings by id.
-    Bookings, crate::store::bookings::Booking, bookings_by_ids
+    Bookings, crate::store::bookings::Booking, bookings_by_ids, bookings
 );
 batch!(
     /// Labels of the catalogue by id.
-    Labels, crate::store::labels::Label, labels_by_ids
+    Labels, crate::store::labels::Label, labels_by_ids, labels
 );
 
-/// Adds every loader to a request of `caller`, who sees what its practice and access groups
-/// let it.
+/// Adds the loaders of every kind to a request of `caller`, who sees what its practice and
+/// access groups let it; each is made when a field first asks for it. With `cached`, a record
+/// loaded once is not loaded again in the same request, which lets a list fetch its relations
+/// ahead ([`prime`]); a mutation's request does not cache, so that it reads what its own
+/// earlier fields wrote.
 pub fn install(
     request: async_graphql::Request,
     store: &Store,
     caller: &Principal,
     cached: bool,
 ) -> async_graphql::Request {
-    let request = with_loader::<Patients>(request, store, caller, cached);
-    let request = with_loader::<PatientLabels>(request, store, caller, cached);
-    let request = with_loader::<Users>(request, store, caller, cached);
-    let request = with_loader::<Locations>(request, store, caller, cached);
-    let request = with_loader::<Bookings>(request, store, caller, cached);
-    let request = with_loader::<Labels>(request, store, caller, cached);
-    with_loader::<Products>(request, store, caller, cached)
+    request.data(Loaders {
+        store: store.clone(),
+        practice_id: caller.practice_id.clone(),
+        patient_groups: caller.patient_groups.clone(),
+        cached,
+        patients: OnceLock::new(),
+        patient_labels: OnceLock::new(),
+        users: OnceLock::new(),
+        locations: OnceLock::new(),
+        products: OnceLock::new(),
+        bookings: OnceLock::new(),
+        labels: OnceLock::new(),
+    })
 }

@@ -8,6 +8,7 @@
 //! it can touch on top. Arguments are read as the executor will read them: from the
 //! variables, or from the variables' defaults.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 
 use async_graphql::parser::types::{
@@ -367,6 +368,29 @@ pub fn measure(
             values.insert(name.clone(), default.node.clone());
         }
     }
+    walk(shapes, doc, op, &values).0
+}
+
+/// The measure of the operation `op` of `doc` when it is the same whatever variables a
+/// request sends: None when an argument it weighs (a page size, a limit, a search) is a
+/// variable or holds one. Kept with a parsed document (see [`super::documents`]), it spares
+/// each request that sends the document again the walk through it.
+pub fn fixed_measure(
+    shapes: &Shapes,
+    doc: &ExecutableDocument,
+    op: &Positioned<OperationDefinition>,
+) -> Option<Measure> {
+    let (measure, read_variables) = walk(shapes, doc, op, &Variables::default());
+    (!read_variables).then_some(measure)
+}
+
+/// The measure of `op` with `variables`, and whether any of them was read.
+fn walk(
+    shapes: &Shapes,
+    doc: &ExecutableDocument,
+    op: &Positioned<OperationDefinition>,
+    variables: &Variables,
+) -> (Measure, bool) {
     let root = match op.node.ty {
         OperationType::Query => "Query",
         OperationType::Mutation => "Mutation",
@@ -375,20 +399,23 @@ pub fn measure(
     let mut walker = Walker {
         shapes,
         doc,
-        variables: &values,
+        variables,
+        read_variables: Cell::new(false),
         measure: Measure::default(),
         fragments: Vec::new(),
         measured: HashMap::new(),
     };
     walker.measure.directives += op.node.directives.len();
     walker.measure.cost = walker.selection(&op.node.selection_set.node, Some(root), 1);
-    walker.measure
+    (walker.measure, walker.read_variables.get())
 }
 
 struct Walker<'d> {
     shapes: &'d Shapes,
     doc: &'d ExecutableDocument,
     variables: &'d Variables,
+    /// Whether an argument weighed was, or held, a variable.
+    read_variables: Cell<bool>,
     measure: Measure,
     /// Fragments being expanded, against a fragment that spreads itself (the document is not
     /// validated yet).
@@ -472,6 +499,7 @@ impl<'d> Walker<'d> {
             .node
             .clone()
             .into_const_with(|variable| {
+                self.read_variables.set(true);
                 Ok::<_, ()>(
                     self.variables
                         .get(&variable)
@@ -539,6 +567,37 @@ mod tests {
             }
         };
         measure(shapes(), &doc, op, &Variables::from_json(variables))
+    }
+
+    /// The measure of the only operation of `query` when no variable decides it.
+    fn fixed_of(query: &str) -> Option<Measure> {
+        let doc = parse_query(query).expect("parses");
+        let async_graphql::parser::types::DocumentOperations::Single(op) = &doc.operations else {
+            panic!("one operation");
+        };
+        fixed_measure(shapes(), &doc, op)
+    }
+
+    #[test]
+    fn a_measure_is_fixed_only_when_no_variable_weighs_in() {
+        // Variables that weigh nothing (an id) leave it as every request would measure it.
+        let query = "query($id: ID!) { patient(id: $id) { firstName labels { text } } \
+                     patients(pagination: { pageSize: 40 }) { data { id } } }";
+        let fixed = fixed_of(query).expect("fixed");
+        for variables in [serde_json::json!({}), serde_json::json!({ "id": "x" })] {
+            assert_eq!(measure_of(query, variables), fixed);
+        }
+        // A page size, a limit or a search given by a variable, even inside an object, or
+        // left to a variable's default: each request's own.
+        for query in [
+            "query($n: Int) { patients(pagination: { pageSize: $n }) { data { id } } }",
+            "query($n: Int = 10) { patients(pagination: { pageSize: $n }) { data { id } } }",
+            "query($p: Pagination) { patients(pagination: $p) { data { id } } }",
+            "query($s: String) { patients(search: $s) { data { id } } }",
+            "query($s: String) { ...F } fragment F on Query { patients(search: $s) { data { id } } }",
+        ] {
+            assert_eq!(fixed_of(query), None, "{query}");
+        }
     }
 
     #[test]

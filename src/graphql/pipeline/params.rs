@@ -15,29 +15,32 @@ pub struct Params {
 
 impl Params {
     /// Reads the parameters from a JSON object; an error says which one is wrong.
-    pub fn from_object(object: Map<String, Value>) -> Result<Params, String> {
+    pub fn from_object(mut object: Map<String, Value>) -> Result<Params, String> {
+        // Each member is taken out of the object, not copied.
         // The query may be left out when a persisted query's hash stands for it (see
         // `persisted`); otherwise a request without one is refused there.
-        let query = match object.get("query") {
-            Some(Value::String(q)) => q.clone(),
+        let query = match object.remove("query") {
+            Some(Value::String(q)) => q,
             Some(_) => return Err("\"query\" must be a string".into()),
             None => String::new(),
         };
-        let map = |key: &str| match object.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Object(m)) => Ok(Some(m.clone())),
-            Some(_) => Err(format!("\"{key}\" must be an object or null")),
-        };
-        let operation_name = match object.get("operationName") {
+        let operation_name = match object.remove("operationName") {
             None | Some(Value::Null) => None,
-            Some(Value::String(name)) => Some(name.clone()),
+            Some(Value::String(name)) => Some(name),
             Some(_) => return Err("\"operationName\" must be a string or null".into()),
         };
+        let mut map = |key: &str| match object.remove(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Object(m)) => Ok(Some(m)),
+            Some(_) => Err(format!("\"{key}\" must be an object or null")),
+        };
+        let variables = map("variables")?;
+        let extensions = map("extensions")?;
         Ok(Params {
             query,
-            variables: map("variables")?,
+            variables,
             operation_name,
-            extensions: map("extensions")?,
+            extensions,
         })
     }
 

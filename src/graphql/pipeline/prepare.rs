@@ -118,9 +118,10 @@ pub fn prepare(
             max: limits::MAX_BRACKET_NESTING as u64,
         }));
     }
-    let document = documents
-        .parse(&params.query)
+    let parsed = documents
+        .parse(&params.query, shapes)
         .map_err(|e| Rejection::new(Stop::Document, code::GRAPHQL_PARSE_FAILED, e.message))?;
+    let document = parsed.document.clone();
     let name = params.operation_name.clone();
     let (chosen, definition) = choose(&document, name.as_deref()).map_err(|message| {
         Rejection::new(Stop::Document, code::GRAPHQL_VALIDATION_FAILED, message)
@@ -135,7 +136,9 @@ pub fn prepare(
     }
     let variables =
         async_graphql::Variables::from_json(Value::Object(params.variables.unwrap_or_default()));
-    let measure = limits::measure(shapes, &document, definition, &variables);
+    let measure = parsed
+        .fixed_measure(chosen.as_ref())
+        .unwrap_or_else(|| limits::measure(shapes, &document, definition, &variables));
     let cost = json!({ "requested": measure.cost, "limit": limits.max_cost });
     limits
         .check(&measure)
@@ -295,6 +298,32 @@ mod tests {
 
     fn operation(query: &str, name: Option<&str>) -> Operation {
         prepared(query, name).expect("prepares").operation
+    }
+
+    #[test]
+    fn a_kept_document_is_measured_again_where_its_variables_weigh() {
+        let documents = Documents::default();
+        let shapes = Shapes::of_sdl(&crate::graphql::sdl());
+        let query = "query($n: Int, $id: ID!) { patient(id: $id) { id } \
+                     patients(pagination: { pageSize: $n }) { data { id } } }";
+        let cost = |n: u64| {
+            let params = Params {
+                query: query.into(),
+                variables: serde_json::json!({ "n": n, "id": "x" })
+                    .as_object()
+                    .cloned(),
+                ..Params::default()
+            };
+            prepare(params, &documents, &Limits::default(), &shapes)
+                .expect("prepares")
+                .measure
+                .cost
+        };
+        // patient(1) + id(1), then patients(1) + n × (data(1) + id(1)); the second and third
+        // requests find the document kept.
+        assert_eq!(cost(10), 2 + 1 + 10 * 2);
+        assert_eq!(cost(40), 2 + 1 + 40 * 2);
+        assert_eq!(cost(10), 2 + 1 + 10 * 2);
     }
 
     #[test]
