@@ -8,18 +8,20 @@
 //! evicts, and a parsed document is a few times its text's size, so the cache stays within
 //! a few megabytes.
 //!
-//! With each document is kept what each of its operations costs when no variable decides it
-//! ([`limits::fixed_measure`]): a request that sends the text again is not walked through.
+//! With each document is kept what each of its operations that requests ran costs, where no
+//! variable decides it ([`limits::measure_noting`]): a request that sends the text again is
+//! not walked through. Only an operation a request chose is measured, once, by that request,
+//! so a document of many operations costs no more than it did.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use async_graphql::parser::parse_query;
-use async_graphql::parser::types::{DocumentOperations, ExecutableDocument};
+use async_graphql::parser::types::ExecutableDocument;
 use async_graphql::{Name, ServerError};
 use quick_cache::Weighter;
 use quick_cache::sync::Cache;
 
-use super::limits::{self, Measure, Shapes};
+use super::limits::Measure;
 
 /// Bytes of query text the cache holds at most.
 const BUDGET: u64 = 1 << 20;
@@ -40,40 +42,40 @@ where
     Arc::new(Cache::with_weighter(entries, BUDGET, weighter))
 }
 
-/// A parsed document, and its operations' costs where no variable decides them.
+/// A parsed document, and the costs of its operations that requests ran, where no variable
+/// decides them.
 #[derive(Debug)]
 pub struct Parsed {
     pub document: Arc<ExecutableDocument>,
-    /// Each operation's measure when it is the same whatever the variables, by its key
-    /// among named operations (None: the document's only, anonymous one). Only for a kept
-    /// document: one parsed for a single request is measured by that request.
-    fixed: Vec<(Option<Name>, Measure)>,
+    /// Measures by the operation's key among named operations (None: the document's only,
+    /// anonymous one); at most one for each operation of the document.
+    fixed: RwLock<Vec<(Option<Name>, Measure)>>,
 }
 
 impl Parsed {
-    /// The measure of the operation under `key`, when no variable decides it.
+    fn new(document: ExecutableDocument) -> Parsed {
+        Parsed {
+            document: Arc::new(document),
+            fixed: RwLock::default(),
+        }
+    }
+
+    /// The measure of the operation under `key`, kept by an earlier request.
     pub fn fixed_measure(&self, key: Option<&Name>) -> Option<Measure> {
-        self.fixed
+        let fixed = self.fixed.read().unwrap_or_else(|e| e.into_inner());
+        fixed
             .iter()
             .find(|(k, _)| k.as_ref() == key)
             .map(|(_, measure)| *measure)
     }
 
-    /// `document` with the fixed measures of its operations, for `shapes`.
-    fn kept(document: Arc<ExecutableDocument>, shapes: &Shapes) -> Parsed {
-        let fixed = match &document.operations {
-            DocumentOperations::Single(op) => limits::fixed_measure(shapes, &document, op)
-                .map(|m| (None, m))
-                .into_iter()
-                .collect(),
-            DocumentOperations::Multiple(ops) => ops
-                .iter()
-                .filter_map(|(key, op)| {
-                    limits::fixed_measure(shapes, &document, op).map(|m| (Some(key.clone()), m))
-                })
-                .collect(),
-        };
-        Parsed { document, fixed }
+    /// Keeps the measure of the operation under `key`, which no variable decided
+    /// ([`limits::measure_noting`]), for the requests that send the document again.
+    pub fn keep_measure(&self, key: Option<&Name>, measure: Measure) {
+        let mut fixed = self.fixed.write().unwrap_or_else(|e| e.into_inner());
+        if !fixed.iter().any(|(k, _)| k.as_ref() == key) {
+            fixed.push((key.cloned(), measure));
+        }
     }
 }
 
@@ -110,21 +112,15 @@ impl std::fmt::Debug for Documents {
 }
 
 impl Documents {
-    /// The document of `query`, parsed now or earlier (its fixed costs measured by `shapes`
-    /// when it is kept); a parse error says what is wrong.
-    pub fn parse(&self, query: &str, shapes: &Shapes) -> Result<Arc<Parsed>, ServerError> {
+    /// The document of `query`, parsed now or earlier; a parse error says what is wrong.
+    pub fn parse(&self, query: &str) -> Result<Arc<Parsed>, ServerError> {
         if let Some(parsed) = self.cache.get(query) {
             return Ok(parsed);
         }
-        let document = Arc::new(parse_query(query).map_err(ServerError::from)?);
-        if query.len() > LARGEST {
-            return Ok(Arc::new(Parsed {
-                document,
-                fixed: Vec::new(),
-            }));
+        let parsed = Arc::new(Parsed::new(parse_query(query).map_err(ServerError::from)?));
+        if query.len() <= LARGEST {
+            self.cache.insert(query.to_string(), parsed.clone());
         }
-        let parsed = Arc::new(Parsed::kept(document, shapes));
-        self.cache.insert(query.to_string(), parsed.clone());
         Ok(parsed)
     }
 }
@@ -133,24 +129,18 @@ impl Documents {
 mod tests {
     use super::*;
 
-    fn shapes() -> &'static Shapes {
-        static SHAPES: std::sync::LazyLock<Shapes> =
-            std::sync::LazyLock::new(|| Shapes::of_sdl(&crate::graphql::sdl()));
-        &SHAPES
-    }
-
     #[test]
     fn parses_once_and_reuses() {
         let documents = Documents::default();
         let first = documents
-            .parse("{ labels { data { id } } }", shapes())
+            .parse("{ labels { data { id } } }")
             .expect("parses");
         let second = documents
-            .parse("{ labels { data { id } } }", shapes())
+            .parse("{ labels { data { id } } }")
             .expect("parses");
         assert!(Arc::ptr_eq(&first.document, &second.document));
         let other = documents
-            .parse("{ patients { data { id } } }", shapes())
+            .parse("{ patients { data { id } } }")
             .expect("parses");
         assert!(!Arc::ptr_eq(&first.document, &other.document));
     }
@@ -160,10 +150,8 @@ mod tests {
         let documents = Documents::default();
         let long = format!("{{ {} }}", "labels { data { id } } ".repeat(LARGEST / 20));
         assert!(long.len() > LARGEST);
-        documents
-            .parse(&long, shapes())
-            .expect("a long query still parses");
-        assert!(documents.parse("{ labels ", shapes()).is_err());
+        documents.parse(&long).expect("a long query still parses");
+        assert!(documents.parse("{ labels ").is_err());
         assert_eq!(documents.cache.len(), 0);
     }
 
@@ -172,48 +160,30 @@ mod tests {
         let documents = Documents::default();
         for n in 0..20_000 {
             let query = format!("{{ a{n}: labels {{ data {{ id }} }} }}");
-            documents.parse(&query, shapes()).expect("parses");
+            documents.parse(&query).expect("parses");
         }
         assert!(documents.cache.weight() <= BUDGET);
     }
 
     #[test]
-    fn keeps_each_operations_cost_unless_a_variable_decides_it() {
+    fn keeps_the_measure_of_each_operation_once() {
         let documents = Documents::default();
-        let fixed = documents
-            .parse(
-                "query($id: ID!) { patient(id: $id) { firstName } }",
-                shapes(),
-            )
-            .expect("parses");
-        let measure = fixed
-            .fixed_measure(None)
-            .expect("no variable weighs anything");
-        assert_eq!(measure.cost, 2);
-        let paged = documents
-            .parse(
-                "query($n: Int) { patients(pagination: { pageSize: $n }) { data { id } } }",
-                shapes(),
-            )
-            .expect("parses");
-        assert_eq!(paged.fixed_measure(None), None);
-        let named = documents
-            .parse(
-                "query A { labels { data { id } } } \
-                 query B($s: String) { patients(search: $s) { data { id } } }",
-                shapes(),
-            )
-            .expect("parses");
-        let a = Name::new("A");
-        assert_eq!(
-            named.fixed_measure(Some(&a)).map(|m| m.cost),
-            Some(1 + 25 * 2)
-        );
-        assert_eq!(named.fixed_measure(Some(&Name::new("B"))), None);
-        assert_eq!(named.fixed_measure(None), None);
-        // A text too long to keep is measured by each request.
-        let long = format!("{{ {} }}", "labels { data { id } } ".repeat(LARGEST / 20));
-        let parsed = documents.parse(&long, shapes()).expect("parses");
-        assert_eq!(parsed.fixed_measure(None), None);
+        let query = "query A { labels { data { id } } } query B { locations { id } }";
+        let parsed = documents.parse(query).expect("parses");
+        let (a, b) = (Name::new("A"), Name::new("B"));
+        assert_eq!(parsed.fixed_measure(Some(&a)), None);
+        let measure = Measure {
+            cost: 51,
+            ..Measure::default()
+        };
+        parsed.keep_measure(Some(&a), measure);
+        // The next request finds it with the document, under its operation only.
+        let again = documents.parse(query).expect("parses");
+        assert_eq!(again.fixed_measure(Some(&a)), Some(measure));
+        assert_eq!(again.fixed_measure(Some(&b)), None);
+        assert_eq!(again.fixed_measure(None), None);
+        // Kept once: a second keep of the same operation changes nothing.
+        again.keep_measure(Some(&a), Measure::default());
+        assert_eq!(again.fixed_measure(Some(&a)), Some(measure));
     }
 }

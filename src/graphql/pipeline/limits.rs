@@ -358,6 +358,19 @@ pub fn measure(
     op: &Positioned<OperationDefinition>,
     variables: &Variables,
 ) -> Measure {
+    measure_noting(shapes, doc, op, variables).0
+}
+
+/// Measures the operation `op` of `doc`, with `variables` as sent, and says whether the
+/// measure read any of them: when it did not (no argument it weighs, page sizes, limits and
+/// searches, is or holds a variable), every request that sends the document gets the same
+/// measure, which may be kept with the document (see [`super::documents`]).
+pub fn measure_noting(
+    shapes: &Shapes,
+    doc: &ExecutableDocument,
+    op: &Positioned<OperationDefinition>,
+    variables: &Variables,
+) -> (Measure, bool) {
     // What the executor will read: the variables sent, else their defaults.
     let mut values = variables.clone();
     for definition in &op.node.variable_definitions {
@@ -368,20 +381,7 @@ pub fn measure(
             values.insert(name.clone(), default.node.clone());
         }
     }
-    walk(shapes, doc, op, &values).0
-}
-
-/// The measure of the operation `op` of `doc` when it is the same whatever variables a
-/// request sends: None when an argument it weighs (a page size, a limit, a search) is a
-/// variable or holds one. Kept with a parsed document (see [`super::documents`]), it spares
-/// each request that sends the document again the walk through it.
-pub fn fixed_measure(
-    shapes: &Shapes,
-    doc: &ExecutableDocument,
-    op: &Positioned<OperationDefinition>,
-) -> Option<Measure> {
-    let (measure, read_variables) = walk(shapes, doc, op, &Variables::default());
-    (!read_variables).then_some(measure)
+    walk(shapes, doc, op, &values)
 }
 
 /// The measure of `op` with `variables`, and whether any of them was read.
@@ -569,24 +569,27 @@ mod tests {
         measure(shapes(), &doc, op, &Variables::from_json(variables))
     }
 
-    /// The measure of the only operation of `query` when no variable decides it.
-    fn fixed_of(query: &str) -> Option<Measure> {
+    /// The measure of the only operation of `query` with `variables`, and whether it read
+    /// any variable.
+    fn noting(query: &str, variables: serde_json::Value) -> (Measure, bool) {
         let doc = parse_query(query).expect("parses");
         let async_graphql::parser::types::DocumentOperations::Single(op) = &doc.operations else {
             panic!("one operation");
         };
-        fixed_measure(shapes(), &doc, op)
+        measure_noting(shapes(), &doc, op, &Variables::from_json(variables))
     }
 
     #[test]
-    fn a_measure_is_fixed_only_when_no_variable_weighs_in() {
+    fn a_measure_says_whether_a_variable_weighed_in() {
         // Variables that weigh nothing (an id) leave it as every request would measure it.
         let query = "query($id: ID!) { patient(id: $id) { firstName labels { text } } \
                      patients(pagination: { pageSize: 40 }) { data { id } } }";
-        let fixed = fixed_of(query).expect("fixed");
-        for variables in [serde_json::json!({}), serde_json::json!({ "id": "x" })] {
-            assert_eq!(measure_of(query, variables), fixed);
-        }
+        let (alone, read) = noting(query, serde_json::json!({}));
+        assert!(!read);
+        assert_eq!(
+            noting(query, serde_json::json!({ "id": "x" })),
+            (alone, false)
+        );
         // A page size, a limit or a search given by a variable, even inside an object, or
         // left to a variable's default: each request's own.
         for query in [
@@ -595,8 +598,9 @@ mod tests {
             "query($p: Pagination) { patients(pagination: $p) { data { id } } }",
             "query($s: String) { patients(search: $s) { data { id } } }",
             "query($s: String) { ...F } fragment F on Query { patients(search: $s) { data { id } } }",
+            "query($n: Int) { events(limit: $n) { id } }",
         ] {
-            assert_eq!(fixed_of(query), None, "{query}");
+            assert!(noting(query, serde_json::json!({})).1, "{query}");
         }
     }
 

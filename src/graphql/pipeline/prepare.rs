@@ -119,7 +119,7 @@ pub fn prepare(
         }));
     }
     let parsed = documents
-        .parse(&params.query, shapes)
+        .parse(&params.query)
         .map_err(|e| Rejection::new(Stop::Document, code::GRAPHQL_PARSE_FAILED, e.message))?;
     let document = parsed.document.clone();
     let name = params.operation_name.clone();
@@ -136,9 +136,19 @@ pub fn prepare(
     }
     let variables =
         async_graphql::Variables::from_json(Value::Object(params.variables.unwrap_or_default()));
-    let measure = parsed
-        .fixed_measure(chosen.as_ref())
-        .unwrap_or_else(|| limits::measure(shapes, &document, definition, &variables));
+    // Measured by the first request that runs the operation; kept for the next ones when no
+    // variable decided it.
+    let measure = match parsed.fixed_measure(chosen.as_ref()) {
+        Some(measure) => measure,
+        None => {
+            let (measure, read_variables) =
+                limits::measure_noting(shapes, &document, definition, &variables);
+            if !read_variables {
+                parsed.keep_measure(chosen.as_ref(), measure);
+            }
+            measure
+        }
+    };
     let cost = json!({ "requested": measure.cost, "limit": limits.max_cost });
     limits
         .check(&measure)
@@ -320,10 +330,50 @@ mod tests {
                 .cost
         };
         // patient(1) + id(1), then patients(1) + n × (data(1) + id(1)); the second and third
-        // requests find the document kept.
+        // requests find the document kept, but not its measure.
         assert_eq!(cost(10), 2 + 1 + 10 * 2);
         assert_eq!(cost(40), 2 + 1 + 40 * 2);
         assert_eq!(cost(10), 2 + 1 + 10 * 2);
+        let parsed = documents.parse(query).expect("kept");
+        assert_eq!(parsed.fixed_measure(None), None);
+    }
+
+    #[test]
+    fn a_measure_no_variable_decides_is_kept_for_the_operation_that_ran() {
+        let documents = Documents::default();
+        let shapes = Shapes::of_sdl(&crate::graphql::sdl());
+        let query = "query A($id: ID!) { patient(id: $id) { id } } \
+                     query B { labels { data { id } } }";
+        let prepare_a = |id: &str| {
+            let params = Params {
+                query: query.into(),
+                operation_name: Some("A".into()),
+                variables: serde_json::json!({ "id": id }).as_object().cloned(),
+                ..Params::default()
+            };
+            prepare(params, &documents, &Limits::default(), &shapes).expect("prepares")
+        };
+        let first = prepare_a("x").measure;
+        let parsed = documents.parse(query).expect("kept");
+        // Only the operation that ran was measured, and its measure is kept.
+        assert_eq!(parsed.fixed_measure(Some(&Name::new("A"))), Some(first));
+        assert_eq!(parsed.fixed_measure(Some(&Name::new("B"))), None);
+        assert_eq!(prepare_a("y").measure, first);
+        assert_eq!(first.cost, 2);
+        // A kept measure is what the next request gets, without walking the document.
+        let kept = Measure { cost: 999, ..first };
+        let text = "query($id: ID!) { patient(id: $id) { firstName } }";
+        documents
+            .parse(text)
+            .expect("parses")
+            .keep_measure(None, kept);
+        let params = Params {
+            query: text.into(),
+            variables: serde_json::json!({ "id": "x" }).as_object().cloned(),
+            ..Params::default()
+        };
+        let prepared = prepare(params, &documents, &Limits::default(), &shapes).expect("prepares");
+        assert_eq!(prepared.measure, kept);
     }
 
     #[test]
