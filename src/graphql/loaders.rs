@@ -16,13 +16,11 @@ use crate::auth::Principal;
 use crate::store::{PracticeStore, Store, StoreResult};
 
 /// One kind of record loaded by id.
-pub trait Batch: Send + Sync + 'static {
+pub trait Batch: Sized + Send + Sync + 'static {
     type Value: Clone + Send + Sync + 'static;
 
     /// Where a request's [`Loaders`] keep the loader of this kind.
-    fn slot(loaders: &Loaders) -> &OnceLock<Loaded<Self>>
-    where
-        Self: Sized;
+    fn slot(loaders: &Loaders) -> &OnceLock<Loaded<Self>>;
 
     fn load<'a>(
         store: PracticeStore<'a>,
@@ -65,6 +63,12 @@ pub struct Loaders {
     patient_groups: Option<Vec<String>>,
     /// Whether a record loaded once is kept for the rest of the request (see [`install`]).
     cached: bool,
+    made: Made,
+}
+
+/// The loaders a request has made so far, one a kind.
+#[derive(Default)]
+struct Made {
     patients: OnceLock<Loaded<Patients>>,
     patient_labels: OnceLock<Loaded<PatientLabels>>,
     users: OnceLock<Loaded<Users>>,
@@ -150,7 +154,7 @@ macro_rules! batch {
             type Value = $value;
 
             fn slot(loaders: &Loaders) -> &OnceLock<Loaded<Self>> {
-                &loaders.$slot
+                &loaders.made.$slot
             }
 
             fn load<'a>(
@@ -209,12 +213,6 @@ pub fn install(
         practice_id: caller.practice_id.clone(),
         patient_groups: caller.patient_groups.clone(),
         cached,
-        patients: OnceLock::new(),
-        patient_labels: OnceLock::new(),
-        users: OnceLock::new(),
-        locations: OnceLock::new(),
-        products: OnceLock::new(),
-        bookings: OnceLock::new(),
-        labels: OnceLock::new(),
+        made: Made::default(),
     })
 }

@@ -381,16 +381,6 @@ pub fn measure_noting(
             values.insert(name.clone(), default.node.clone());
         }
     }
-    walk(shapes, doc, op, &values)
-}
-
-/// The measure of `op` with `variables`, and whether any of them was read.
-fn walk(
-    shapes: &Shapes,
-    doc: &ExecutableDocument,
-    op: &Positioned<OperationDefinition>,
-    variables: &Variables,
-) -> (Measure, bool) {
     let root = match op.node.ty {
         OperationType::Query => "Query",
         OperationType::Mutation => "Mutation",
@@ -399,7 +389,7 @@ fn walk(
     let mut walker = Walker {
         shapes,
         doc,
-        variables,
+        variables: &values,
         read_variables: Cell::new(false),
         measure: Measure::default(),
         fragments: Vec::new(),

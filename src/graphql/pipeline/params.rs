@@ -16,9 +16,9 @@ pub struct Params {
 impl Params {
     /// Reads the parameters from a JSON object; an error says which one is wrong.
     pub fn from_object(mut object: Map<String, Value>) -> Result<Params, String> {
-        // Each member is taken out of the object, not copied.
-        // The query may be left out when a persisted query's hash stands for it (see
-        // `persisted`); otherwise a request without one is refused there.
+        // Each member is taken out of the object, not copied. The query may be left out when
+        // a persisted query's hash stands for it (see `persisted`); otherwise a request
+        // without one is refused there.
         let query = match object.remove("query") {
             Some(Value::String(q)) => q,
             Some(_) => return Err("\"query\" must be a string".into()),
