@@ -351,16 +351,6 @@ pub fn bracket_nesting(document: &str) -> usize {
     deepest
 }
 
-/// Measures the operation `op` of `doc`, with `variables` as sent.
-pub fn measure(
-    shapes: &Shapes,
-    doc: &ExecutableDocument,
-    op: &Positioned<OperationDefinition>,
-    variables: &Variables,
-) -> Measure {
-    measure_noting(shapes, doc, op, variables).0
-}
-
 /// Measures the operation `op` of `doc`, with `variables` as sent, and says whether the
 /// measure read any of them: when it did not (no argument it weighs, page sizes, limits and
 /// searches, is or holds a variable), every request that sends the document gets the same
@@ -549,22 +539,18 @@ mod tests {
     }
 
     fn measure_of(query: &str, variables: serde_json::Value) -> Measure {
+        noting(query, variables).0
+    }
+
+    /// The measure of the first operation of `query` with `variables`, and whether it read
+    /// any variable.
+    fn noting(query: &str, variables: serde_json::Value) -> (Measure, bool) {
         let doc = parse_query(query).expect("parses");
         let op = match &doc.operations {
             async_graphql::parser::types::DocumentOperations::Single(op) => op,
             async_graphql::parser::types::DocumentOperations::Multiple(ops) => {
                 ops.values().next().expect("an operation")
             }
-        };
-        measure(shapes(), &doc, op, &Variables::from_json(variables))
-    }
-
-    /// The measure of the only operation of `query` with `variables`, and whether it read
-    /// any variable.
-    fn noting(query: &str, variables: serde_json::Value) -> (Measure, bool) {
-        let doc = parse_query(query).expect("parses");
-        let async_graphql::parser::types::DocumentOperations::Single(op) = &doc.operations else {
-            panic!("one operation");
         };
         measure_noting(shapes(), &doc, op, &Variables::from_json(variables))
     }
