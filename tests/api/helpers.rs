@@ -490,6 +490,28 @@ pub fn error_code(body: &Value) -> &str {
         .unwrap_or("")
 }
 
+/// Asserts that `app` answers `query` from `token` with the error `code` within 100 ms, after
+/// a change to tokens, users or roles made through any instance. On PostgreSQL an instance
+/// that keeps tokens in memory forgets them when it reads the change's notification, which
+/// PostgreSQL hands to every instance at the commit; the instance that made the change answers
+/// once it has read its own. Here the instances share the test's one thread, so another may
+/// read its copy a few milliseconds after the next request comes in: that window (README,
+/// "Tokens and permissions") is what the 100 ms allow for.
+pub async fn refused_within_100_ms(app: &TestApp, token: &str, query: &str, code: &str) {
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(100);
+    loop {
+        let body = app.gql(Some(token), query, serde_json::json!({})).await;
+        if error_code(&body) == code {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "not refused with {code}: {body}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
 /// The message of a response's first error.
 pub fn error_message(body: &Value) -> &str {
     body["errors"][0]["message"].as_str().unwrap_or("")

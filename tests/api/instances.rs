@@ -5,7 +5,7 @@
 use rstest::rstest;
 use serde_json::{Value, json};
 
-use crate::helpers::{Engine, PASSWORD, error_code};
+use crate::helpers::{Engine, PASSWORD, error_code, refused_within_100_ms};
 use crate::spawn;
 
 #[rstest]
@@ -60,7 +60,7 @@ async fn a_revocation_through_one_holds_on_the_other(#[case] engine: Engine) {
         .gql(Some(&session), "mutation { signOut }", json!({}))
         .await;
     assert_eq!(out["data"]["signOut"], json!(true));
-    refused_at_once(&one, &session, query).await;
+    refused_within_100_ms(&one, &session, query, "UNAUTHENTICATED").await;
 
     // An API token revoked on one is refused by the other at its next request.
     let made = one
@@ -84,25 +84,7 @@ async fn a_revocation_through_one_holds_on_the_other(#[case] engine: Engine) {
         json!({ "id": id }),
     )
     .await;
-    refused_at_once(&two, &token, query).await;
-}
-
-/// Asserts that `app` refuses `token` now. On PostgreSQL an instance that keeps tokens in
-/// memory forgets them when it reads the change's notification, which PostgreSQL hands to
-/// every instance at the commit; the instance that made the change answers once it has read
-/// its own. Here both instances share the test's one thread, so the other may read its copy
-/// a few milliseconds after the next request comes in: that window (README, "Tokens and
-/// permissions") is what the 100 ms allow for.
-async fn refused_at_once(app: &crate::helpers::TestApp, token: &str, query: &str) {
-    let until = std::time::Instant::now() + std::time::Duration::from_millis(100);
-    loop {
-        let body = app.gql(Some(token), query, json!({})).await;
-        if error_code(&body) == "UNAUTHENTICATED" {
-            return;
-        }
-        assert!(std::time::Instant::now() < until, "still served: {body}");
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+    refused_within_100_ms(&two, &token, query, "UNAUTHENTICATED").await;
 }
 
 #[rstest]

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use rstest::rstest;
 
-use crate::helpers::{Engine, PASSWORD, TestApp, error_code, error_message};
+use crate::helpers::{Engine, PASSWORD, TestApp, error_code, error_message, refused_within_100_ms};
 use crate::spawn;
 
 const USER_FIELDS: &str = "id email firstName lastName role deleted lastSignInAt title gender \
@@ -295,24 +295,6 @@ async fn a_disabled_user_is_refused_at_once_by_every_instance(#[case] engine: En
         "FORBIDDEN",
     )
     .await;
-}
-
-/// Asserts that `app` answers `query` from `token` with the error `code` within 100 ms: the
-/// change was made through another instance, which this one hears of a few milliseconds later
-/// at most (see `instances::refused_at_once` for why).
-async fn refused_within_100_ms(app: &TestApp, token: &str, query: &str, code: &str) {
-    let until = std::time::Instant::now() + std::time::Duration::from_millis(100);
-    loop {
-        let body = app.gql(Some(token), query, json!({})).await;
-        if error_code(&body) == code {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < until,
-            "not refused with {code}: {body}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
 }
 
 #[rstest]
