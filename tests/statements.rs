@@ -33,7 +33,8 @@ const BACKGROUND: &[&str] = &[
     "webhook_deliveries",
     "event_floors",
     "audit_reads_indexed",
-    "INSERT OR IGNORE INTO audit_read_patients",
+    "INSERT OR IGNORE INTO audit_read_runs",
+    "INSERT OR IGNORE INTO audit_read_buckets",
     "ON CONFLICT (practice_id, id) DO NOTHING",
 ];
 

@@ -35,6 +35,32 @@ const ORPHANS_A_MOVE: usize = 16;
 /// of who read each patient takes, about 45,000 entries (450 pages of 100 bookings).
 const INDEX_BATCH_TEXT: i64 = 4_000_000;
 
+/// Runs of the index of reads (SQLite) a patient's span covers: "who read this patient"
+/// looks at every run of each span the patient was read in, and a span's note is written once
+/// for all the reads of the patient in it (migration 0025).
+const RUNS_A_SPAN: i64 = 64;
+
+/// The numbers 0 to [`RUNS_A_SPAN`] − 1, as a subquery's column `i`: a span's runs, from its
+/// first.
+fn runs_of_a_span() -> String {
+    format!(
+        "WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i < {}) \
+         SELECT i FROM k",
+        RUNS_A_SPAN - 1
+    )
+}
+
+/// SQLite: a patient's offset in the runs (0 to [`RUNS_A_SPAN`] − 1), from the last two
+/// characters of its id (`patient`, an expression), so that the spans of different patients
+/// start in different runs and each run notes a share of the patients it reads. Any text
+/// has one; an id's last two hexadecimal digits (random in a UUID) spread them evenly.
+fn offset_of(patient: &str) -> String {
+    format!(
+        "((instr('0123456789abcdef', substr({patient}, -1)) \
+         + 16 * instr('0123456789abcdef', substr({patient}, -2, 1))) % {RUNS_A_SPAN})"
+    )
+}
+
 /// What one transaction of [`Store::index_reads`] did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Indexed {
@@ -403,6 +429,21 @@ impl<'a> PracticeStore<'a> {
                  AND patient_id = {patient}"
             );
             if self.store.indexes_reads_later() {
+                // The runs of each of the patient's spans, each run's entries of the patient
+                // by their key (`CROSS JOIN` keeps SQLite to that order).
+                // The runs of each of the patient's spans (of a closed span, those it notes),
+                // each run's entries of the patient by their key (`CROSS JOIN` keeps SQLite to
+                // that order).
+                found += &format!(
+                    " UNION ALL SELECT f.read_id FROM audit_read_buckets b \
+                     CROSS JOIN ({runs}) AS k CROSS JOIN audit_read_runs f \
+                     WHERE b.practice_id = $1 AND b.patient_id = {patient} \
+                     AND (b.runs IS NULL OR (b.runs >> k.i) & 1 = 1) \
+                     AND f.run = b.bucket * {RUNS_A_SPAN} - {offset} + k.i \
+                     AND f.practice_id = $1 AND f.patient_id = {patient}",
+                    offset = offset_of(&patient),
+                    runs = runs_of_a_span(),
+                );
                 // The reads past the mark, by row id (`+` keeps SQLite off the index of the
                 // practice, which would read every read of it).
                 found += &format!(
@@ -752,16 +793,16 @@ impl Store {
         self.engine == Engine::Sqlite
     }
 
-    /// SQLite: adds the patients of the next `limit` rows of `audit_reads` past the mark of
-    /// `audit_reads_indexed` to `audit_read_patients`, in that b-tree's order, and moves the
-    /// mark past them, in one transaction; says how many rows it took and whether it stopped
-    /// short of the end. It stops before a row that would take the batch's lists of reads
-    /// past [`INDEX_BATCH_TEXT`] (the first row is always taken): a page of 100
-    /// bookings is 100 entries, and a batch of thousands of them would hold SQLite's one
-    /// writer, and every write, for seconds. Many requests' entries at once share the pages
-    /// they change, where one request's entries would each rewrite a page of its own. A crash
-    /// before the commit leaves the rows to do again. PostgreSQL has nothing to index later:
-    /// no rows.
+    /// SQLite: indexes the patients of the next `limit` rows of `audit_reads` past the mark of
+    /// `audit_reads_indexed` as a run of its own, and moves the mark past them, in one
+    /// transaction; says how many rows it took and whether it stopped short of the end. The
+    /// run's entries go into `audit_read_runs` under the run's number, after every entry
+    /// before them, and each patient's span of [`RUNS_A_SPAN`] runs into `audit_read_buckets`
+    /// unless it is there already (migration 0025 says why). It stops before a row that would
+    /// take the batch's lists of reads past [`INDEX_BATCH_TEXT`] (the first row is always
+    /// taken): a page of 100 bookings is 100 entries, and a batch of thousands of them would
+    /// hold SQLite's one writer, and every write, for seconds. A crash before the commit
+    /// leaves the rows to do again. PostgreSQL has nothing to index later: no rows.
     pub async fn index_reads(&self, limit: i64) -> StoreResult<Indexed> {
         if !self.indexes_reads_later() {
             return Ok(Indexed::default());
@@ -770,34 +811,77 @@ impl Store {
         // The writing transaction holds the file: nothing is appended meanwhile. The rows
         // past the mark, at most `limit`, as far as their lists of reads stay within the
         // batch's text (`before`: the text of the rows ahead of each).
-        let (from, taken, to, within): (i64, i64, Option<i64>, Option<i64>) = sqlx::query_as(
-            "SELECT (SELECT through FROM audit_reads_indexed), COUNT(*), MAX(rowid), \
+        let (from, run, taken, to, within): (i64, i64, i64, Option<i64>, Option<i64>) =
+            sqlx::query_as(
+                "SELECT (SELECT through FROM audit_reads_indexed), \
+             (SELECT runs FROM audit_reads_indexed) + 1, COUNT(*), MAX(rowid), \
              MAX(within) FROM (SELECT rowid, SUM(len) OVER (ORDER BY rowid) - len AS before, \
              COUNT(*) OVER () AS within FROM (SELECT rowid, length(reads) AS len \
              FROM audit_reads WHERE rowid > (SELECT through FROM audit_reads_indexed) \
              ORDER BY rowid LIMIT $1)) WHERE before < $2",
-        )
-        .bind(limit)
-        .bind(INDEX_BATCH_TEXT)
-        .fetch_one(&mut *tx)
-        .await?;
+            )
+            .bind(limit)
+            .bind(INDEX_BATCH_TEXT)
+            .fetch_one(&mut *tx)
+            .await?;
         let Some(to) = to else {
             return Ok(Indexed::default());
         };
         let sql = format!(
-            "INSERT OR IGNORE INTO audit_read_patients (practice_id, patient_id, read_id) \
-             SELECT DISTINCT r.practice_id, e.value->>3, r.id FROM audit_reads r \
+            "INSERT OR IGNORE INTO audit_read_runs (run, practice_id, patient_id, read_id) \
+             SELECT DISTINCT $3, r.practice_id, e.value->>3, r.id FROM audit_reads r \
              CROSS JOIN {} WHERE r.rowid > $1 AND r.rowid <= $2 \
-             AND e.value->>3 IS NOT NULL ORDER BY 1, 2, 3",
+             AND e.value->>3 IS NOT NULL ORDER BY 2, 3, 4",
             self.engine.json_rows_of("r.reads", "e")
         );
         sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(from)
             .bind(to)
+            .bind(run)
             .execute(&mut *tx)
             .await?;
-        sqlx::query("UPDATE audit_reads_indexed SET through = $1")
+        // The run's patients, each once, from the entries just written: each one's span, and
+        // the span among the open ones by its last run, unless they are there already.
+        let spans = format!(
+            "SELECT practice_id, patient_id, ($1 + {offset}) / {RUNS_A_SPAN} AS bucket, \
+             ($1 + {offset}) / {RUNS_A_SPAN} * {RUNS_A_SPAN} - {offset} + {last} AS ends \
+             FROM audit_read_runs WHERE run = $1 GROUP BY practice_id, patient_id",
+            offset = offset_of("patient_id"),
+            last = RUNS_A_SPAN - 1,
+        );
+        for sql in [
+            format!(
+                "INSERT OR IGNORE INTO audit_read_buckets (practice_id, patient_id, bucket) \
+                 SELECT practice_id, patient_id, bucket FROM ({spans}) ORDER BY 1, 2"
+            ),
+            format!(
+                "INSERT OR IGNORE INTO audit_read_open (ends, practice_id, patient_id, bucket) \
+                 SELECT ends, practice_id, patient_id, bucket FROM ({spans}) ORDER BY 1, 2, 3"
+            ),
+            // The spans whose last run this is: which of their runs read the patient, a bit
+            // each, then no longer open.
+            format!(
+                "UPDATE audit_read_buckets AS b SET runs = c.runs FROM (SELECT o.practice_id, \
+                 o.patient_id, o.bucket, (SELECT SUM(1 << k.i) FROM ({runs}) AS k \
+                 WHERE EXISTS (SELECT 1 FROM audit_read_runs f \
+                 WHERE f.run = o.ends - {last} + k.i AND f.practice_id = o.practice_id \
+                 AND f.patient_id = o.patient_id)) AS runs \
+                 FROM audit_read_open o WHERE o.ends <= $1) AS c \
+                 WHERE b.practice_id = c.practice_id AND b.patient_id = c.patient_id \
+                 AND b.bucket = c.bucket",
+                last = RUNS_A_SPAN - 1,
+                runs = runs_of_a_span(),
+            ),
+            "DELETE FROM audit_read_open WHERE ends <= $1".to_string(),
+        ] {
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(run)
+                .execute(&mut *tx)
+                .await?;
+        }
+        sqlx::query("UPDATE audit_reads_indexed SET through = $1, runs = $2")
             .bind(to)
+            .bind(run)
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;

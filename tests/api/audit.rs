@@ -732,7 +732,7 @@ async fn a_batch_of_the_index_of_reads_stops_at_its_size() {
         store.index_reads(100).await.expect("index"),
         Indexed::default()
     );
-    let indexed: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM audit_read_patients")
+    let indexed: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM audit_read_runs")
         .fetch_one(&sqlx::AnyPool::connect(&db.url).await.expect("open"))
         .await
         .expect("count");
@@ -759,6 +759,136 @@ async fn a_batch_of_the_index_of_reads_stops_at_its_size() {
         store.index_reads(1).await.expect("index"),
         Indexed::default()
     );
+    store.close().await;
+}
+
+/// SQLite: a patient read in runs of the index spread over many spans is found in every one
+/// of them, and each span is noted once a patient, however many of its runs read them; a
+/// patient read in no run is found nowhere, and one read in a single run of a span is found
+/// in that run alone.
+#[tokio::test]
+async fn the_index_of_reads_finds_a_patient_in_every_run_of_every_span() {
+    use practice_api::store::audit::{Actor, ActorKind, Read, Reads};
+
+    let Some((db, store, practice)) = store_of_a_file().await else {
+        return;
+    };
+    let reads = |patients: &[&str]| Reads {
+        practice_id: practice.clone(),
+        actor: Actor {
+            kind: ActorKind::Token,
+            id: "t1".into(),
+            name: Some("reader".into()),
+        },
+        reads: patients
+            .iter()
+            .map(|patient| Read {
+                operation: "patient".into(),
+                resource_type: "patient",
+                resource_id: (*patient).into(),
+                patient_id: Some((*patient).into()),
+            })
+            .collect(),
+    };
+    // Ids whose offsets in the runs differ (their last two characters), and one that is no
+    // hexadecimal at all.
+    let (ada, alan, grace) = (
+        "01a21e75-b76a-76a6-832f-08b6135fd849",
+        "01a21e75-b76a-76a6-832f-08b88bd3d57e",
+        "grace",
+    );
+    // 200 runs, each one row: ada in every run, alan in every third, grace in run 150 alone.
+    for run in 1..=200 {
+        let mut patients = vec![ada];
+        if run % 3 == 0 {
+            patients.push(alan);
+        }
+        if run == 150 {
+            patients.push(grace);
+        }
+        store
+            .record_reads(&[reads(&patients)])
+            .await
+            .expect("record");
+        store.move_reads().await.expect("moved");
+        assert_eq!(store.index_reads(100).await.expect("index").rows, 1);
+    }
+    let pool = sqlx::AnyPool::connect(&db.url).await.expect("open");
+    let runs: i64 = sqlx::query_scalar("SELECT runs FROM audit_reads_indexed")
+        .fetch_one(&pool)
+        .await
+        .expect("runs");
+    assert_eq!(runs, 200);
+    let spans = |patient: &'static str| {
+        let pool = pool.clone();
+        async move {
+            let spans: i64 =
+                sqlx::query_scalar("SELECT count(*) FROM audit_read_buckets WHERE patient_id = $1")
+                    .bind(patient)
+                    .fetch_one(&pool)
+                    .await
+                    .expect("spans");
+            spans
+        }
+    };
+    // 200 runs are four or five spans of 64, whatever the offset.
+    assert!((4..=5).contains(&spans(ada).await), "{}", spans(ada).await);
+    assert!(
+        (4..=5).contains(&spans(alan).await),
+        "{}",
+        spans(alan).await
+    );
+    assert_eq!(spans(grace).await, 1);
+    // The spans past their last run are closed, each noting its runs; the rest are open.
+    let (open, unnoted, past): (i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM audit_read_open), \
+         (SELECT count(*) FROM audit_read_buckets WHERE runs IS NULL), \
+         (SELECT count(*) FROM audit_read_open WHERE ends <= 200)",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("open spans");
+    assert_eq!((open, unnoted, past), (2, 2, 0));
+
+    // Listed a page of 100 at a time, newest first: every read, each once.
+    let count = |patient: &'static str| {
+        let store = store.clone();
+        let practice = practice.clone();
+        async move {
+            use practice_api::store::PageRequest;
+            use practice_api::store::audit::AuditFilter;
+            let filter = AuditFilter {
+                patient_id: Some(patient.into()),
+                ..AuditFilter::default()
+            };
+            let mut listed = Vec::new();
+            for page in 1.. {
+                let page = store
+                    .practice(&practice)
+                    .list_audit_events(
+                        &filter,
+                        PageRequest {
+                            page,
+                            page_size: 100,
+                        },
+                    )
+                    .await
+                    .expect("events");
+                let more = page.has_more;
+                listed.extend(page.items.into_iter().map(|event| event.id));
+                if !more {
+                    break;
+                }
+            }
+            let unique: std::collections::BTreeSet<_> = listed.iter().cloned().collect();
+            assert_eq!(unique.len(), listed.len(), "{patient}: listed twice");
+            listed.len()
+        }
+    };
+    assert_eq!(count(ada).await, 200);
+    assert_eq!(count(alan).await, 66);
+    assert_eq!(count(grace).await, 1);
+    assert_eq!(count("nobody").await, 0);
     store.close().await;
 }
 
@@ -798,7 +928,7 @@ async fn an_sqlite_server_indexes_its_reads_behind_them() {
     }
     assert_eq!(pending, 0, "the server did not index its reads within 10 s");
     let indexed: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM audit_read_patients WHERE patient_id = $1")
+        sqlx::query_scalar("SELECT count(*) FROM audit_read_runs WHERE patient_id = $1")
             .bind(&patient)
             .fetch_one(&mut conn)
             .await

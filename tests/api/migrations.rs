@@ -17,6 +17,11 @@ const SQLITE_ONLY_TABLES: &[&str] = &[
     // How far the index of who read each patient has taken the reads (store/audit.rs
     // `index_reads`): PostgreSQL indexes each read as it records it.
     "audit_reads_indexed",
+    // Who read each patient, indexed behind the reads by runs of the index and spans of runs
+    // (migration 0025); PostgreSQL keeps audit_read_patients alone.
+    "audit_read_buckets",
+    "audit_read_open",
+    "audit_read_runs",
     "patients_search",
     "patients_search_config",
     "patients_search_data",
