@@ -33,8 +33,9 @@ const BACKGROUND: &[&str] = &[
     "webhook_deliveries",
     "event_floors",
     "audit_reads_indexed",
-    "INSERT OR IGNORE INTO audit_read_runs",
-    "INSERT OR IGNORE INTO audit_read_buckets",
+    "audit_read_runs",
+    "audit_read_buckets",
+    "audit_read_open",
     "ON CONFLICT (practice_id, id) DO NOTHING",
 ];
 

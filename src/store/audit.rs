@@ -429,8 +429,6 @@ impl<'a> PracticeStore<'a> {
                  AND patient_id = {patient}"
             );
             if self.store.indexes_reads_later() {
-                // The runs of each of the patient's spans, each run's entries of the patient
-                // by their key (`CROSS JOIN` keeps SQLite to that order).
                 // The runs of each of the patient's spans (of a closed span, those it notes),
                 // each run's entries of the patient by their key (`CROSS JOIN` keeps SQLite to
                 // that order).
