@@ -24,8 +24,11 @@ CREATE TABLE audit_read_buckets (
     practice_id  TEXT    NOT NULL,
     patient_id   TEXT    NOT NULL,
     bucket       INTEGER NOT NULL,
-    -- Bit i: run 64 * bucket - s + i read the patient. NULL while the span is open.
+    -- Bit i: run 64 * bucket - s + i read the patient; low and high, the first and the last
+    -- such i. NULL while the span is open.
     runs         INTEGER,
+    low          INTEGER,
+    high         INTEGER,
     PRIMARY KEY (practice_id, patient_id, bucket)
 ) WITHOUT ROWID;
 CREATE TABLE audit_read_open (
@@ -35,5 +38,10 @@ CREATE TABLE audit_read_open (
     bucket       INTEGER NOT NULL,
     PRIMARY KEY (ends, practice_id, patient_id)
 ) WITHOUT ROWID;
+-- The numbers 0 to 63, a span's runs from its first: a lookup goes through those from a
+-- closed span's low to its high alone (by this table's key), not all 64.
+CREATE TABLE audit_read_span_runs (i INTEGER PRIMARY KEY);
+WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i < 63)
+INSERT INTO audit_read_span_runs (i) SELECT i FROM k;
 -- The number of the last run.
 ALTER TABLE audit_reads_indexed ADD COLUMN runs INTEGER NOT NULL DEFAULT 0;

@@ -37,18 +37,9 @@ const INDEX_BATCH_TEXT: i64 = 4_000_000;
 
 /// Runs of the index of reads (SQLite) a patient's span covers: "who read this patient"
 /// looks at every run of each span the patient was read in, and a span's note is written once
-/// for all the reads of the patient in it (migration 0025).
+/// for all the reads of the patient in it (migration 0025, whose `audit_read_span_runs`
+/// holds the numbers 0 to 63, a span's runs from its first).
 const RUNS_A_SPAN: i64 = 64;
-
-/// The numbers 0 to [`RUNS_A_SPAN`] − 1, as a subquery's column `i`: a span's runs, from its
-/// first.
-fn runs_of_a_span() -> String {
-    format!(
-        "WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i < {}) \
-         SELECT i FROM k",
-        RUNS_A_SPAN - 1
-    )
-}
 
 /// SQLite: a patient's offset in the runs (0 to [`RUNS_A_SPAN`] − 1), from the last two
 /// characters of its id (`patient`, an expression), so that the spans of different patients
@@ -434,13 +425,14 @@ impl<'a> PracticeStore<'a> {
                 // that order).
                 found += &format!(
                     " UNION ALL SELECT f.read_id FROM audit_read_buckets b \
-                     CROSS JOIN ({runs}) AS k CROSS JOIN audit_read_runs f \
+                     CROSS JOIN audit_read_span_runs k CROSS JOIN audit_read_runs f \
                      WHERE b.practice_id = $1 AND b.patient_id = {patient} \
+                     AND k.i >= coalesce(b.low, 0) AND k.i <= coalesce(b.high, {last}) \
                      AND (b.runs IS NULL OR (b.runs >> k.i) & 1 = 1) \
                      AND f.run = b.bucket * {RUNS_A_SPAN} - {offset} + k.i \
                      AND f.practice_id = $1 AND f.patient_id = {patient}",
                     offset = offset_of(&patient),
-                    runs = runs_of_a_span(),
+                    last = RUNS_A_SPAN - 1,
                 );
                 // The reads past the mark, by row id (`+` keeps SQLite off the index of the
                 // practice, which would read every read of it).
@@ -857,18 +849,19 @@ impl Store {
                  SELECT ends, practice_id, patient_id, bucket FROM ({spans}) ORDER BY 1, 2, 3"
             ),
             // The spans whose last run this is: which of their runs read the patient, a bit
-            // each, then no longer open.
+            // each, and the first and last of them; then no longer open.
             format!(
-                "UPDATE audit_read_buckets AS b SET runs = c.runs FROM (SELECT o.practice_id, \
-                 o.patient_id, o.bucket, (SELECT SUM(1 << k.i) FROM ({runs}) AS k \
-                 WHERE EXISTS (SELECT 1 FROM audit_read_runs f \
+                "UPDATE audit_read_buckets AS b SET runs = c.runs, low = c.low, high = c.high \
+                 FROM (SELECT o.practice_id, o.patient_id, o.bucket, SUM(1 << k.i) AS runs, \
+                 MIN(k.i) AS low, MAX(k.i) AS high FROM audit_read_open o \
+                 CROSS JOIN audit_read_span_runs k WHERE o.ends <= $1 AND k.i <= {last} \
+                 AND EXISTS (SELECT 1 FROM audit_read_runs f \
                  WHERE f.run = o.ends - {last} + k.i AND f.practice_id = o.practice_id \
-                 AND f.patient_id = o.patient_id)) AS runs \
-                 FROM audit_read_open o WHERE o.ends <= $1) AS c \
+                 AND f.patient_id = o.patient_id) \
+                 GROUP BY o.practice_id, o.patient_id, o.bucket) AS c \
                  WHERE b.practice_id = c.practice_id AND b.patient_id = c.patient_id \
                  AND b.bucket = c.bucket",
                 last = RUNS_A_SPAN - 1,
-                runs = runs_of_a_span(),
             ),
             "DELETE FROM audit_read_open WHERE ends <= $1".to_string(),
         ] {

@@ -849,6 +849,16 @@ async fn the_index_of_reads_finds_a_patient_in_every_run_of_every_span() {
     .await
     .expect("open spans");
     assert_eq!((open, unnoted, past), (2, 2, 0));
+    // grace's one span is closed (its offset, 31, ends it at run 160): one run noted, the
+    // first and the last, run 150.
+    let (runs, low, high, bucket): (i64, i64, i64, i64) = sqlx::query_as(
+        "SELECT runs, low, high, bucket FROM audit_read_buckets WHERE patient_id = 'grace'",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("grace's span");
+    assert_eq!((low, high, runs), (low, low, 1 << low));
+    assert_eq!(bucket * 64 - 31 + low, 150);
 
     // Listed a page of 100 at a time, newest first: every read, each once.
     let count = |patient: &'static str| {

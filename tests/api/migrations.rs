@@ -21,6 +21,7 @@ const SQLITE_ONLY_TABLES: &[&str] = &[
     // (migration 0025); PostgreSQL keeps audit_read_patients alone.
     "audit_read_buckets",
     "audit_read_open",
+    "audit_read_span_runs",
     "audit_read_runs",
     "patients_search",
     "patients_search_config",
