@@ -35,7 +35,6 @@ const BACKGROUND: &[&str] = &[
     "audit_reads_indexed",
     "audit_read_runs",
     "audit_read_buckets",
-    "audit_read_open",
     "ON CONFLICT (practice_id, id) DO NOTHING",
 ];
 

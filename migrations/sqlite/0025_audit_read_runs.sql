@@ -8,7 +8,7 @@
 -- 64b - s + 63", s the patient's own offset, so that patients start their spans in different
 -- runs); a patient read again in the same span changes no page. Once the span's last run is
 -- indexed, its note says which of its runs read the patient (`runs`, a bit a run), found
--- through audit_read_open, the spans not yet closed, by their last run. "Who read this
+-- through audit_read_buckets_open, the spans not yet closed, by their last run. "Who read this
 -- patient" looks up the patient's spans, then their runs. audit_read_patients keeps the
 -- entries made before this, and is read as it was; it is written no more on SQLite.
 -- PostgreSQL, whose log records rows rather than pages, indexes each read in
@@ -24,6 +24,8 @@ CREATE TABLE audit_read_buckets (
     practice_id  TEXT    NOT NULL,
     patient_id   TEXT    NOT NULL,
     bucket       INTEGER NOT NULL,
+    -- The span's last run: 64 * bucket - s + 63.
+    ends         INTEGER NOT NULL,
     -- Bit i: run 64 * bucket - s + i read the patient; low and high, the first and the last
     -- such i. NULL while the span is open.
     runs         INTEGER,
@@ -31,13 +33,8 @@ CREATE TABLE audit_read_buckets (
     high         INTEGER,
     PRIMARY KEY (practice_id, patient_id, bucket)
 ) WITHOUT ROWID;
-CREATE TABLE audit_read_open (
-    ends         INTEGER NOT NULL,
-    practice_id  TEXT    NOT NULL,
-    patient_id   TEXT    NOT NULL,
-    bucket       INTEGER NOT NULL,
-    PRIMARY KEY (ends, practice_id, patient_id)
-) WITHOUT ROWID;
+-- The spans still open, by their last run: an entry each until its note is written.
+CREATE INDEX audit_read_buckets_open ON audit_read_buckets (ends) WHERE runs IS NULL;
 -- The numbers 0 to 63, a span's runs from its first: a lookup goes through those from a
 -- closed span's low to its high alone (by this table's key), not all 64.
 CREATE TABLE audit_read_span_runs (i INTEGER PRIMARY KEY);

@@ -830,31 +830,29 @@ impl Store {
             .bind(run)
             .execute(&mut *tx)
             .await?;
-        // The run's patients, each once, from the entries just written: each one's span, and
-        // the span among the open ones by its last run, unless they are there already.
-        let spans = format!(
-            "SELECT practice_id, patient_id, ($1 + {offset}) / {RUNS_A_SPAN} AS bucket, \
-             ($1 + {offset}) / {RUNS_A_SPAN} * {RUNS_A_SPAN} - {offset} + {last} AS ends \
-             FROM audit_read_runs WHERE run = $1 GROUP BY practice_id, patient_id",
-            offset = offset_of("patient_id"),
-            last = RUNS_A_SPAN - 1,
-        );
+        // The run's patients, each once, from the entries just written: each one's span,
+        // unless it is noted already.
         for sql in [
             format!(
-                "INSERT OR IGNORE INTO audit_read_buckets (practice_id, patient_id, bucket) \
-                 SELECT practice_id, patient_id, bucket FROM ({spans}) ORDER BY 1, 2"
-            ),
-            format!(
-                "INSERT OR IGNORE INTO audit_read_open (ends, practice_id, patient_id, bucket) \
-                 SELECT ends, practice_id, patient_id, bucket FROM ({spans}) ORDER BY 1, 2, 3"
+                "INSERT OR IGNORE INTO audit_read_buckets (practice_id, patient_id, bucket, ends) \
+                 SELECT practice_id, patient_id, ($1 + {offset}) / {RUNS_A_SPAN}, \
+                 ($1 + {offset}) / {RUNS_A_SPAN} * {RUNS_A_SPAN} - {offset} + {last} \
+                 FROM audit_read_runs WHERE run = $1 GROUP BY practice_id, patient_id \
+                 ORDER BY 1, 2",
+                offset = offset_of("patient_id"),
+                last = RUNS_A_SPAN - 1,
             ),
             // The spans whose last run this is: which of their runs read the patient, a bit
-            // each, and the first and last of them; then no longer open.
+            // each, and the first and last of them (which closes them). Found through the
+            // index of open spans, named: left to itself, SQLite may walk every span there is
+            // for the order of the GROUP BY.
             format!(
                 "UPDATE audit_read_buckets AS b SET runs = c.runs, low = c.low, high = c.high \
                  FROM (SELECT o.practice_id, o.patient_id, o.bucket, SUM(1 << k.i) AS runs, \
-                 MIN(k.i) AS low, MAX(k.i) AS high FROM audit_read_open o \
-                 CROSS JOIN audit_read_span_runs k WHERE o.ends <= $1 AND k.i <= {last} \
+                 MIN(k.i) AS low, MAX(k.i) AS high \
+                 FROM audit_read_buckets o INDEXED BY audit_read_buckets_open \
+                 CROSS JOIN audit_read_span_runs k WHERE o.runs IS NULL AND o.ends <= $1 \
+                 AND k.i <= {last} \
                  AND EXISTS (SELECT 1 FROM audit_read_runs f \
                  WHERE f.run = o.ends - {last} + k.i AND f.practice_id = o.practice_id \
                  AND f.patient_id = o.patient_id) \
@@ -863,7 +861,6 @@ impl Store {
                  AND b.bucket = c.bucket",
                 last = RUNS_A_SPAN - 1,
             ),
-            "DELETE FROM audit_read_open WHERE ends <= $1".to_string(),
         ] {
             sqlx::query(sqlx::AssertSqlSafe(sql))
                 .bind(run)

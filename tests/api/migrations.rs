@@ -20,7 +20,6 @@ const SQLITE_ONLY_TABLES: &[&str] = &[
     // Who read each patient, indexed behind the reads by runs of the index and spans of runs
     // (migration 0025); PostgreSQL keeps audit_read_patients alone.
     "audit_read_buckets",
-    "audit_read_open",
     "audit_read_span_runs",
     "audit_read_runs",
     "patients_search",
