@@ -22,9 +22,9 @@ static STATEMENTS: AtomicUsize = AtomicUsize::new(0);
 /// new pooled connection (paid once per connection, not per request), for transaction
 /// control (`BEGIN`, `COMMIT`), which sqlx logs on PostgreSQL and not on SQLite, and for the
 /// server's background work, which runs beside the request whatever it asks: the hub that
-/// follows the event log, the webhook worker (`src/events/`), and on SQLite the task that
-/// moves the journal of reads into the audit log and indexes who read each patient, every
-/// second (`src/graphql/pipeline/reads.rs`).
+/// follows the event log, the webhook worker (`src/events/`), and the task that brings the
+/// index of who read each patient up to date every second (on SQLite after moving the journal
+/// of reads into the audit log; `src/graphql/pipeline/reads.rs`).
 struct CountStatements;
 
 /// What the background work reads and writes (and no request counted here does).
@@ -35,6 +35,7 @@ const BACKGROUND: &[&str] = &[
     "audit_reads_indexed",
     "audit_read_runs",
     "audit_read_buckets",
+    "gin_clean_pending_list",
     "ON CONFLICT (practice_id, id) DO NOTHING",
 ];
 

@@ -410,16 +410,25 @@ impl<'a> PracticeStore<'a> {
         let mut args = Args::default();
         let mut from = String::from("audit_reads WHERE practice_id = $1");
         if let Some(patient_id) = &filter.patient_id {
-            // The patient's reads: those in their index, and (SQLite) those not yet moved
-            // there, each then read by its key. (Led by the log's order of time instead,
-            // SQLite went through every read of the practice looking for the patient's: 0.12 s
-            // with 800,000 reads in the log.)
+            // The patient's reads: those in their index (`audit_read_patients` holds
+            // PostgreSQL's from before migration 0026 and SQLite's from before 0025), and
+            // (SQLite) those not yet moved there, each then read by its key. (Led by the log's
+            // order of time instead, SQLite went through every read of the practice looking
+            // for the patient's: 0.12 s with 800,000 reads in the log.)
             let patient = args.add(patient_id.as_str());
             let mut found = format!(
                 "SELECT read_id AS found_id FROM audit_read_patients WHERE practice_id = $1 \
                  AND patient_id = {patient}"
             );
-            if self.store.indexes_reads_later() {
+            if self.store.engine == Engine::Postgres {
+                // The rows that list the patient, through the GIN index of their lists. The
+                // practice is the join's below: named here too, it let the planner go through
+                // every read of the practice instead of the index.
+                found += &format!(
+                    " UNION ALL SELECT id FROM audit_reads \
+                     WHERE patients @> ARRAY[CAST({patient} AS TEXT)]"
+                );
+            } else {
                 // The runs of each of the patient's spans (of a closed span, those it notes),
                 // each run's entries of the patient by their key (`CROSS JOIN` keeps SQLite to
                 // that order).
@@ -538,8 +547,10 @@ impl Store {
     /// row of `audit_reads` per practice and actor (see [`ReadsRow::gather`]), and who read
     /// each patient.
     ///
-    /// On PostgreSQL, an entry of `audit_read_patients` per patient each read reached, in
-    /// the same statement: one round trip for the batch. On SQLite, whose commit writes every
+    /// On PostgreSQL, the row lists the patients its reads reached, which a GIN index takes
+    /// into its list of pending entries in one append (migration 0026; [`Store::index_reads`]
+    /// moves them into the index proper behind the reads): one round trip for the batch, and
+    /// no entry per patient at a random place of a b-tree. On SQLite, whose commit writes every
     /// page it changed to the log, entries landing at random places of that b-tree would cost
     /// a page each (a page of 100 patients: 100 pages), so only the row of `audit_reads` is
     /// written, at the end of its b-trees, and [`Store::index_reads`] moves many requests'
@@ -574,46 +585,47 @@ impl Store {
             let journal = journal.clone();
             return blocking(move || journal.append(lines.as_bytes())).await;
         }
-        let rows: Vec<&Line> = gathered.iter().map(|(_, row)| row).collect();
-        let rows = serde_json::to_string(&rows).map_err(std::io::Error::other)?;
         match self.engine {
-            // One statement, which commits alone: a batch costs one round trip.
+            // One statement, which commits alone: a batch costs one round trip. Each row
+            // lists the patients its reads reached, for the index of who read each patient
+            // (migration 0026).
             Engine::Postgres => {
-                // [practice, patient, read], an entry of the index each.
-                let mut reached = Vec::new();
-                for (reads, row) in &gathered {
-                    let mut patients: Vec<&str> = reads
-                        .reads
-                        .iter()
-                        .filter_map(|read| read.patient_id.as_deref())
-                        .collect();
-                    patients.sort_unstable();
-                    patients.dedup();
-                    reached.extend(
-                        patients
-                            .into_iter()
-                            .map(|patient| serde_json::json!([reads.practice_id, patient, row.1])),
-                    );
-                }
+                let rows: Vec<_> = gathered
+                    .iter()
+                    .map(|(reads, line)| {
+                        let mut patients: Vec<&str> = reads
+                            .reads
+                            .iter()
+                            .filter_map(|read| read.patient_id.as_deref())
+                            .collect();
+                        patients.sort_unstable();
+                        patients.dedup();
+                        let (practice, id, at, kind, actor, name, reads) = line;
+                        (practice, id, at, kind, actor, name, reads, patients)
+                    })
+                    .collect();
+                let rows = serde_json::to_string(&rows).map_err(std::io::Error::other)?;
                 let sql = format!(
-                    "WITH reads AS ({}) \
-                     INSERT INTO audit_read_patients (practice_id, patient_id, read_id) \
-                     SELECT r.value->>0, r.value->>1, r.value->>2 FROM {}",
-                    self.insert_reads(),
-                    self.engine.json_rows(2, false)
+                    "INSERT INTO audit_reads (practice_id, {READ_COLUMNS}, patients) \
+                     SELECT r.value->>0, r.value->>1, CAST(r.value->>2 AS BIGINT), \
+                     r.value->>3, r.value->>4, r.value->>5, r.value->>6, \
+                     NULLIF(ARRAY(SELECT jsonb_array_elements_text(r.value->7)), '{{}}') \
+                     FROM {}",
+                    self.engine.json_rows(1, false)
                 );
                 // On a warm connection (PostgreSQL's pool is one for reads and writes): taken
                 // from the pool and given back, each batch's connection was checked on its way
                 // back with a round trip of its own.
                 sqlx::query(sqlx::AssertSqlSafe(sql))
                     .bind(rows)
-                    .bind(serde_json::Value::Array(reached).to_string())
                     .execute(&self.reader)
                     .await?;
             }
             // One statement, which commits alone; the index of who read each patient takes
             // the row later (see [`Store::index_reads`]).
             Engine::Sqlite => {
+                let rows: Vec<&Line> = gathered.iter().map(|(_, row)| row).collect();
+                let rows = serde_json::to_string(&rows).map_err(std::io::Error::other)?;
                 sqlx::query(sqlx::AssertSqlSafe(self.insert_reads()))
                     .bind(rows)
                     .execute(&self.write)
@@ -777,25 +789,34 @@ impl Store {
         self.journal.is_some()
     }
 
-    /// Whether the index of who read each patient is brought up to date behind the reads
-    /// ([`Store::index_reads`]): on SQLite; PostgreSQL indexes each read as it records it.
-    pub fn indexes_reads_later(&self) -> bool {
-        self.engine == Engine::Sqlite
-    }
-
+    /// Brings the index of who read each patient up to date behind the reads, one
+    /// transaction; says how much it took and whether it stopped short of the end.
+    ///
     /// SQLite: indexes the patients of the next `limit` rows of `audit_reads` past the mark of
     /// `audit_reads_indexed` as a run of its own, and moves the mark past them, in one
-    /// transaction; says how many rows it took and whether it stopped short of the end. The
-    /// run's entries go into `audit_read_runs` under the run's number, after every entry
-    /// before them, and each patient's span of [`RUNS_A_SPAN`] runs into `audit_read_buckets`
-    /// unless it is there already (migration 0025 says why). It stops before a row that would
-    /// take the batch's lists of reads past [`INDEX_BATCH_TEXT`] (the first row is always
-    /// taken): a page of 100 bookings is 100 entries, and a batch of thousands of them would
-    /// hold SQLite's one writer, and every write, for seconds. A crash before the commit
-    /// leaves the rows to do again. PostgreSQL has nothing to index later: no rows.
+    /// transaction. The run's entries go into `audit_read_runs` under the run's number, after
+    /// every entry before them, and each patient's span of [`RUNS_A_SPAN`] runs into
+    /// `audit_read_buckets` unless it is there already (migration 0025 says why). It stops
+    /// before a row that would take the batch's lists of reads past [`INDEX_BATCH_TEXT`] (the
+    /// first row is always taken): a page of 100 bookings is 100 entries, and a batch of
+    /// thousands of them would hold SQLite's one writer, and every write, for seconds. A crash
+    /// before the commit leaves the rows to do again.
+    ///
+    /// PostgreSQL: moves the entries pending in the GIN index of each read's patients into
+    /// the index proper (`gin_clean_pending_list`, migration 0026), so that no request's
+    /// insert has to when the list outgrows `gin_pending_list_limit`, and a patient's trail
+    /// does not go through a long list; `rows` is the pages of the list it emptied, `limit`
+    /// does not apply, and there is never more.
     pub async fn index_reads(&self, limit: i64) -> StoreResult<Indexed> {
-        if !self.indexes_reads_later() {
-            return Ok(Indexed::default());
+        if self.engine == Engine::Postgres {
+            let (pages,): (i64,) =
+                sqlx::query_as("SELECT gin_clean_pending_list('audit_reads_patients'::regclass)")
+                    .fetch_one(&self.write)
+                    .await?;
+            return Ok(Indexed {
+                rows: u64::try_from(pages).unwrap_or_default(),
+                more: false,
+            });
         }
         let mut tx = self.begin_write().await?;
         // The writing transaction holds the file: nothing is appended meanwhile. The rows

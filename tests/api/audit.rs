@@ -585,9 +585,10 @@ async fn journals_left_behind_are_moved_once_and_those_refused_set_aside() {
     );
 }
 
-/// Who read a patient is found from the moment the read is recorded: on SQLite, before and
-/// after the index of who read each patient catches up with it (`Store::index_reads`, which
-/// a server runs in the background); on PostgreSQL, which indexes each read as it records it.
+/// Who read a patient is found from the moment the read is recorded, before and after the
+/// index of who read each patient catches up with it (`Store::index_reads`, which a server
+/// runs in the background): on SQLite, its runs and spans; on PostgreSQL, the GIN index of
+/// each row's patients, whose pending entries (one page here) it moves into the index.
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]
 #[case::postgres(Engine::Postgres)]
@@ -654,8 +655,9 @@ async fn a_read_is_on_the_patients_trail_before_and_after_it_is_indexed(#[case] 
     assert_eq!(before.1, ["patients alan"]);
     assert_eq!(trail("nobody").await, Vec::<String>::new());
 
-    // Indexed one row at a time: the first caller's two requests (the second reached no
-    // patient, and adds nothing), the other caller's lookup, then nothing.
+    // SQLite indexes one row at a time: the first caller's two requests (the second reached
+    // no patient, and adds nothing), the other caller's lookup, then nothing. PostgreSQL
+    // empties the GIN index's list of pending entries, a page, then finds nothing more.
     let mut moved = Vec::new();
     loop {
         let n = store.index_reads(1).await.expect("index").rows;
@@ -668,7 +670,7 @@ async fn a_read_is_on_the_patients_trail_before_and_after_it_is_indexed(#[case] 
     }
     let expected: &[u64] = match engine {
         Engine::Sqlite => &[1, 1],
-        Engine::Postgres => &[],
+        Engine::Postgres => &[1],
     };
     assert_eq!(moved, expected);
     assert_eq!((trail("ada").await, trail("alan").await), before);
@@ -1014,6 +1016,98 @@ async fn reads_waiting_for_the_index_survive_the_upgrade() {
     );
     assert_eq!(trail("ada").await, ["patient ada", "patient ada"]);
     assert_eq!(trail("alan").await, ["patient alan"]);
+    store.close().await;
+}
+
+/// PostgreSQL: who read each patient before migration 0026 stays in `audit_read_patients`
+/// and is listed with the reads recorded after the upgrade, whose rows list their patients
+/// instead (none listed, NULL, for a read that reached no patient: the GIN index leaves such
+/// rows out); nothing new goes into `audit_read_patients`, and the pending entries' move
+/// into the index leaves the trail as it was.
+#[tokio::test]
+async fn reads_of_patients_from_before_their_lists_stay_on_the_trail() {
+    use practice_api::store::audit::{Actor, ActorKind, Read, Reads};
+    use practice_api::store::{PoolSettings, Store};
+
+    let Some(db) = crate::helpers::TestDatabase::new(Engine::Postgres).await else {
+        return;
+    };
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(&db.url).await.expect("open");
+    crate::helpers::migrate_to(&pool, Engine::Postgres, 25).await;
+    for statement in [
+        "INSERT INTO practices (id, name, is_default, created_at) VALUES ('p1', 'Clinic', 1, 0)",
+        "INSERT INTO audit_reads (practice_id, id, at, actor_type, actor_id, actor_name, reads) \
+         VALUES ('p1', 'r0', 1, 'token', 't0', 'reader', \
+         '[[\"patient\",\"patient\",\"ada\",\"ada\"]]')",
+        "INSERT INTO audit_read_patients (practice_id, patient_id, read_id) \
+         VALUES ('p1', 'ada', 'r0')",
+    ] {
+        sqlx::query(statement)
+            .execute(&pool)
+            .await
+            .expect("old rows");
+    }
+
+    let store = Store::open(&db.url, &PoolSettings::default())
+        .await
+        .expect("upgrade");
+    let by = |id: &str| Actor {
+        kind: ActorKind::Token,
+        id: id.into(),
+        name: Some("reader".into()),
+    };
+    let read = |resource_type: &'static str, id: &str, patient: Option<&str>| Read {
+        operation: resource_type.into(),
+        resource_type,
+        resource_id: id.into(),
+        patient_id: patient.map(Into::into),
+    };
+    let batch = [
+        Reads {
+            practice_id: "p1".into(),
+            actor: by("t1"),
+            reads: vec![
+                read("patient", "ada", Some("ada")),
+                read("patient", "alan", Some("alan")),
+                read("patient", "ada", Some("ada")),
+            ],
+        },
+        Reads {
+            practice_id: "p1".into(),
+            actor: by("t2"),
+            reads: vec![read("label", "vip", None)],
+        },
+    ];
+    store.record_reads(&batch).await.expect("record");
+
+    let trail = |patient: &'static str| trail_at_the_store(&store, "p1", patient);
+    let ada = ["patient ada", "patient ada", "patient ada"];
+    assert_eq!(trail("ada").await, ada);
+    assert_eq!(trail("alan").await, ["patient alan"]);
+    let lists: Vec<(String, Option<String>)> = sqlx::query_as(
+        "SELECT actor_id, array_to_string(patients, ',') FROM audit_reads ORDER BY actor_id",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("lists");
+    let expected = [("t0", None), ("t1", Some("ada,alan")), ("t2", None)];
+    assert_eq!(
+        lists,
+        expected.map(|(actor, patients)| (actor.to_string(), patients.map(str::to_string)))
+    );
+    let (entries,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM audit_read_patients")
+        .fetch_one(&pool)
+        .await
+        .expect("entries");
+    assert_eq!(entries, 1, "only the entry from before the upgrade");
+
+    assert_eq!(store.index_reads(100).await.expect("index").rows, 1);
+    assert_eq!(store.index_reads(100).await.expect("index").rows, 0);
+    assert_eq!(trail("ada").await, ada);
+    assert_eq!(trail("alan").await, ["patient alan"]);
+    assert_eq!(trail("nobody").await, Vec::<String>::new());
+    pool.close().await;
     store.close().await;
 }
 

@@ -15,7 +15,7 @@ use crate::helpers::{Engine, TestDatabase};
 /// no-overlap rule, and the reads waiting for the index of who read each patient.
 const SQLITE_ONLY_TABLES: &[&str] = &[
     // How far the index of who read each patient has taken the reads (store/audit.rs
-    // `index_reads`): PostgreSQL indexes each read as it records it.
+    // `index_reads`): PostgreSQL's rows of reads list their patients, in a GIN index.
     "audit_reads_indexed",
     // Who read each patient, indexed behind the reads by runs of the index and spans of runs
     // (migration 0025); PostgreSQL keeps audit_read_patients alone.
@@ -38,9 +38,11 @@ const SQLITE_ONLY_TRIGGERS: &[&str] = &[
     "patients_search_update",
 ];
 
-/// Objects of PostgreSQL alone: the trigram index of patient search, and the exclusion
-/// constraint of the no-overlap rule.
-const POSTGRES_ONLY_INDEXES: &[&str] = &["patients_search"];
+/// Objects of PostgreSQL alone: the trigram index of patient search, the list of each read's
+/// patients and its GIN index (migration 0026; SQLite indexes who read each patient in
+/// tables of its own, above), and the exclusion constraint of the no-overlap rule.
+const POSTGRES_ONLY_INDEXES: &[&str] = &["patients_search", "audit_reads_patients"];
+const POSTGRES_ONLY_COLUMNS: &[(&str, &str)] = &[("audit_reads", "patients")];
 const POSTGRES_ONLY_CONSTRAINTS: &[&str] = &["bookings_no_overlap"];
 
 /// A schema as far as the store relies on it: each table's columns with whether they may be
@@ -178,6 +180,16 @@ async fn both_engines_migrate_to_the_same_tables() {
 
     take_out(&mut lite, SQLITE_ONLY_TABLES, &[], "SQLite");
     take_out(&mut pg, &[], POSTGRES_ONLY_INDEXES, "PostgreSQL");
+    for (table, column) in POSTGRES_ONLY_COLUMNS {
+        let found = pg
+            .columns
+            .get_mut(*table)
+            .and_then(|columns| columns.remove(*column));
+        assert!(
+            found.is_some(),
+            "PostgreSQL has no column {table}.{column}, listed as its own"
+        );
+    }
     let expected: BTreeSet<String> = SQLITE_ONLY_TRIGGERS.iter().map(|t| t.to_string()).collect();
     assert_eq!(triggers, expected, "SQLite's triggers");
     let expected: BTreeSet<String> = POSTGRES_ONLY_CONSTRAINTS

@@ -1,10 +1,10 @@
 //! Records the reads of queries in the audit log before their data leaves: many requests'
 //! reads to one commit (on SQLite, one flush of its journal of reads), so that a busy server
 //! pays one for a batch of queries rather than one each, and every response still waits for
-//! its own reads to be on disk. On SQLite, the journal is moved into the audit log and the
-//! index of who read each patient brought up to date behind them, about once a second, many
-//! requests at a time (see [`Store::record_reads`], [`Store::move_reads`] and
-//! [`Store::index_reads`]).
+//! its own reads to be on disk. Behind them, about once a second, many requests at a time,
+//! the index of who read each patient is brought up to date (on SQLite, after the journal is
+//! moved into the audit log; on PostgreSQL, the GIN index's pending entries) (see
+//! [`Store::record_reads`], [`Store::move_reads`] and [`Store::index_reads`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -86,7 +86,7 @@ impl ReadAudit {
     /// Starts the writer over `store`. It stops when the last handle is dropped.
     pub fn start(store: Store) -> ReadAudit {
         let (queue, mut incoming) = mpsc::channel::<Pending>(QUEUE);
-        let indexing = store.indexes_reads_later().then(|| store.clone());
+        let indexing = store.clone();
         let yields = if store.flushes_reads() { YIELDS } else { 0 };
         let running = Arc::new(AtomicUsize::new(0));
         let others = running.clone();
@@ -108,9 +108,7 @@ impl ReadAudit {
                 }
             }
         });
-        if let Some(store) = indexing {
-            index(store, queue.downgrade());
-        }
+        index(indexing, queue.downgrade());
         ReadAudit { queue, running }
     }
 
@@ -177,6 +175,7 @@ fn index(store: Store, alive: mpsc::WeakSender<Pending>) {
     tokio::spawn(async move {
         let mut every = tokio::time::interval(INDEX_EVERY);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut failed: Option<String> = None;
         loop {
             every.tick().await;
             if alive.upgrade().is_none() || store.is_closed() {
@@ -190,12 +189,20 @@ fn index(store: Store, alive: mpsc::WeakSender<Pending>) {
                 let indexed = store.index_reads(INDEX_BATCH).await;
                 let took = started.elapsed();
                 match indexed {
-                    Ok(indexed) if !indexed.more => break,
+                    Ok(indexed) if !indexed.more => {
+                        failed = None;
+                        break;
+                    }
                     // More to do: the writes waiting meanwhile go first.
                     Ok(_) => tokio::time::sleep(took).await,
                     Err(_) if store.is_closed() => return,
                     Err(error) => {
-                        tracing::warn!(%error, "could not index the reads of the audit log");
+                        // The same failure each second is told once, until another comes.
+                        let said = error.to_string();
+                        if failed.as_ref() != Some(&said) {
+                            tracing::warn!(%error, "could not index the reads of the audit log");
+                            failed = Some(said);
+                        }
                         break;
                     }
                 }
