@@ -52,6 +52,11 @@ fn offset_of(patient: &str) -> String {
     )
 }
 
+/// The key of the advisory lock ([`Store::index_reads`]) that one server at a time holds
+/// while it moves the pending entries of the index of each read's patients (PostgreSQL): the
+/// bytes of "readsgin".
+pub const CLEANING_READS: i64 = 0x7265_6164_7367_696e;
+
 /// What one transaction of [`Store::index_reads`] did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Indexed {
@@ -421,12 +426,14 @@ impl<'a> PracticeStore<'a> {
                  AND patient_id = {patient}"
             );
             if self.store.engine == Engine::Postgres {
-                // The rows that list the patient, through the GIN index of their lists. The
-                // practice is the join's below: named here too, it let the planner go through
-                // every read of the practice instead of the index.
+                // The rows that list the patient, through the GIN index of their lists, then
+                // those of the practice. Beside the list's condition, the practice's could
+                // lead the planner through every read of the practice instead of the index:
+                // `OFFSET 0` keeps it outside.
                 found += &format!(
-                    " UNION ALL SELECT id FROM audit_reads \
-                     WHERE patients @> ARRAY[CAST({patient} AS TEXT)]"
+                    " UNION ALL SELECT g.id FROM (SELECT practice_id, id FROM audit_reads \
+                     WHERE patients @> ARRAY[CAST({patient} AS TEXT)] OFFSET 0) AS g \
+                     WHERE g.practice_id = $1"
                 );
             } else {
                 // The runs of each of the patient's spans (of a closed span, those it notes),
@@ -548,7 +555,7 @@ impl Store {
     /// each patient.
     ///
     /// On PostgreSQL, the row lists the patients its reads reached, which a GIN index takes
-    /// into its list of pending entries in one append (migration 0026; [`Store::index_reads`]
+    /// into its list of pending entries in one append (migrations 0026 and 0027; [`Store::index_reads`]
     /// moves them into the index proper behind the reads): one round trip for the batch, and
     /// no entry per patient at a random place of a b-tree. On SQLite, whose commit writes every
     /// page it changed to the log, entries landing at random places of that b-tree would cost
@@ -803,16 +810,23 @@ impl Store {
     /// before the commit leaves the rows to do again.
     ///
     /// PostgreSQL: moves the entries pending in the GIN index of each read's patients into
-    /// the index proper (`gin_clean_pending_list`, migration 0026), so that no request's
-    /// insert has to when the list outgrows `gin_pending_list_limit`, and a patient's trail
-    /// does not go through a long list; `rows` is the pages of the list it emptied, `limit`
-    /// does not apply, and there is never more.
+    /// the index proper (`gin_clean_pending_list`, migrations 0026 and 0027), so that a
+    /// request's insert need not when the list outgrows `gin_pending_list_limit` (4 MB by
+    /// default: more than a second of a busy server's reads), and a patient's trail does not
+    /// go through a long list; `rows` is the pages of the list it emptied, `limit` does not
+    /// apply, and there is never more. One server at a time: while another one's call runs
+    /// (which holds [`CLEANING_READS`], an advisory lock, until its statement ends), this one
+    /// does nothing rather than wait for it on a connection of the pool. PostgreSQL lets only
+    /// the index's owner do it: the role that ran the migrations.
     pub async fn index_reads(&self, limit: i64) -> StoreResult<Indexed> {
         if self.engine == Engine::Postgres {
-            let (pages,): (i64,) =
-                sqlx::query_as("SELECT gin_clean_pending_list('audit_reads_patients'::regclass)")
-                    .fetch_one(&self.write)
-                    .await?;
+            let (pages,): (i64,) = sqlx::query_as(
+                "SELECT CASE WHEN pg_try_advisory_xact_lock($1) \
+                 THEN gin_clean_pending_list('audit_reads_patients'::regclass) ELSE 0 END",
+            )
+            .bind(CLEANING_READS)
+            .fetch_one(&self.write)
+            .await?;
             return Ok(Indexed {
                 rows: u64::try_from(pages).unwrap_or_default(),
                 more: false,

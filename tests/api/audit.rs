@@ -1023,7 +1023,9 @@ async fn reads_waiting_for_the_index_survive_the_upgrade() {
 /// and is listed with the reads recorded after the upgrade, whose rows list their patients
 /// instead (none listed, NULL, for a read that reached no patient: the GIN index leaves such
 /// rows out); nothing new goes into `audit_read_patients`, and the pending entries' move
-/// into the index leaves the trail as it was.
+/// into the index leaves the trail as it was. Another practice's read of the same id that
+/// lists the same patient adds nothing to this practice's trail; a server whose neighbour is
+/// moving the pending entries does nothing meanwhile instead of waiting.
 #[tokio::test]
 async fn reads_of_patients_from_before_their_lists_stay_on_the_trail() {
     use practice_api::store::audit::{Actor, ActorKind, Read, Reads};
@@ -1081,12 +1083,23 @@ async fn reads_of_patients_from_before_their_lists_stay_on_the_trail() {
     ];
     store.record_reads(&batch).await.expect("record");
 
+    // Another practice's row of reads under the id of p1's old one, listing the same patient.
+    for statement in [
+        "INSERT INTO practices (id, name, is_default, created_at) VALUES ('p2', 'Other', 0, 0)",
+        "INSERT INTO audit_reads (practice_id, id, at, actor_type, actor_id, actor_name, reads, \
+         patients) VALUES ('p2', 'r0', 2, 'token', 't9', 'other', \
+         '[[\"patient\",\"patient\",\"ada\",\"ada\"]]', ARRAY['ada'])",
+    ] {
+        sqlx::query(statement).execute(&pool).await.expect("other practice");
+    }
+
     let trail = |patient: &'static str| trail_at_the_store(&store, "p1", patient);
     let ada = ["patient ada", "patient ada", "patient ada"];
     assert_eq!(trail("ada").await, ada);
     assert_eq!(trail("alan").await, ["patient alan"]);
     let lists: Vec<(String, Option<String>)> = sqlx::query_as(
-        "SELECT actor_id, array_to_string(patients, ',') FROM audit_reads ORDER BY actor_id",
+        "SELECT actor_id, array_to_string(patients, ',') FROM audit_reads \
+         WHERE practice_id = 'p1' ORDER BY actor_id",
     )
     .fetch_all(&pool)
     .await
@@ -1102,6 +1115,16 @@ async fn reads_of_patients_from_before_their_lists_stay_on_the_trail() {
         .expect("entries");
     assert_eq!(entries, 1, "only the entry from before the upgrade");
 
+    // Another server moving the pending entries: this one does nothing, at once.
+    let mut neighbour = pool.begin().await.expect("begin");
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(practice_api::store::audit::CLEANING_READS)
+        .execute(&mut *neighbour)
+        .await
+        .expect("lock");
+    let waited = tokio::time::timeout(Duration::from_secs(5), store.index_reads(100)).await;
+    assert_eq!(waited.expect("no wait").expect("index").rows, 0);
+    neighbour.rollback().await.expect("rollback");
     assert_eq!(store.index_reads(100).await.expect("index").rows, 1);
     assert_eq!(store.index_reads(100).await.expect("index").rows, 0);
     assert_eq!(trail("ada").await, ada);

@@ -39,7 +39,7 @@ const SQLITE_ONLY_TRIGGERS: &[&str] = &[
 ];
 
 /// Objects of PostgreSQL alone: the trigram index of patient search, the list of each read's
-/// patients and its GIN index (migration 0026; SQLite indexes who read each patient in
+/// patients and its GIN index (migrations 0026 and 0027; SQLite indexes who read each patient in
 /// tables of its own, above), and the exclusion constraint of the no-overlap rule.
 const POSTGRES_ONLY_INDEXES: &[&str] = &["patients_search", "audit_reads_patients"];
 const POSTGRES_ONLY_COLUMNS: &[(&str, &str)] = &[("audit_reads", "patients")];

@@ -50,9 +50,10 @@ const YIELDS: usize = 2;
 /// (alternated runs of 8 s), the `mix` as many.
 const INDEX_BATCH: i64 = 20_000;
 
-/// How often the journal of reads is moved into the audit log and the index of who read each
-/// patient brought up to date: the reads of the last second are found by a look at each of
-/// them instead.
+/// How often the journal of reads is moved into the audit log (SQLite) and the index of who
+/// read each patient brought up to date: the reads of the last second are found by a look at
+/// each of them (SQLite) or through the GIN index's list of pending entries (PostgreSQL)
+/// instead.
 const INDEX_EVERY: Duration = Duration::from_secs(1);
 
 /// One request's reads, and where to say whether they were recorded.
