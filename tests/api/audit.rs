@@ -1090,7 +1090,10 @@ async fn reads_of_patients_from_before_their_lists_stay_on_the_trail() {
          patients) VALUES ('p2', 'r0', 2, 'token', 't9', 'other', \
          '[[\"patient\",\"patient\",\"ada\",\"ada\"]]', ARRAY['ada'])",
     ] {
-        sqlx::query(statement).execute(&pool).await.expect("other practice");
+        sqlx::query(statement)
+            .execute(&pool)
+            .await
+            .expect("other practice");
     }
 
     let trail = |patient: &'static str| trail_at_the_store(&store, "p1", patient);
