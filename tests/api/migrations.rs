@@ -513,3 +513,26 @@ async fn the_previous_release_upgrades_in_place_with_every_record(#[case] engine
         .expect("read");
     assert!(seen.is_some());
 }
+
+/// PostgreSQL: servers starting together on a new database each migrate it, one after the
+/// other under the migrator's advisory lock, and every index is whole: a migration that built
+/// an index `CONCURRENTLY` waited for the snapshot of the server waiting for that lock, which
+/// PostgreSQL ended as a deadlock, leaving an invalid index behind.
+#[tokio::test]
+async fn servers_starting_together_migrate_one_database() {
+    let Some(db) = TestDatabase::new(Engine::Postgres).await else {
+        return;
+    };
+    let settings = PoolSettings::default();
+    let open = || Store::open(&db.url, &settings);
+    let (a, b, c) = tokio::join!(open(), open(), open());
+    for store in [a, b, c] {
+        store.expect("migrate").close().await;
+    }
+    let mut conn = sqlx::PgConnection::connect(&db.url).await.expect("connect");
+    let (invalid,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM pg_index WHERE NOT indisvalid")
+        .fetch_one(&mut conn)
+        .await
+        .expect("indexes");
+    assert_eq!(invalid, 0, "invalid indexes");
+}
