@@ -612,18 +612,10 @@ impl Store {
                     })
                     .collect();
                 let rows = serde_json::to_string(&rows).map_err(std::io::Error::other)?;
-                let sql = format!(
-                    "INSERT INTO audit_reads (practice_id, {READ_COLUMNS}, patients) \
-                     SELECT r.value->>0, r.value->>1, CAST(r.value->>2 AS BIGINT), \
-                     r.value->>3, r.value->>4, r.value->>5, r.value->>6, \
-                     NULLIF(ARRAY(SELECT jsonb_array_elements_text(r.value->7)), '{{}}') \
-                     FROM {}",
-                    self.engine.json_rows(1, false)
-                );
                 // On a warm connection (PostgreSQL's pool is one for reads and writes): taken
                 // from the pool and given back, each batch's connection was checked on its way
                 // back with a round trip of its own.
-                sqlx::query(sqlx::AssertSqlSafe(sql))
+                sqlx::query(sqlx::AssertSqlSafe(self.insert_reads()))
                     .bind(rows)
                     .execute(&self.reader)
                     .await?;
@@ -642,13 +634,21 @@ impl Store {
         Ok(())
     }
 
-    /// The insert of rows of `audit_reads` given as one JSON parameter (`$1`),
-    /// an array of [`Line`]s.
+    /// The insert of rows of `audit_reads` given as one JSON parameter (`$1`), an array of
+    /// [`Line`]s; on PostgreSQL each with an eighth element, the patients its reads reached
+    /// (their list NULL for none: migration 0026).
     fn insert_reads(&self) -> String {
+        let (column, patients) = match self.engine {
+            Engine::Postgres => (
+                ", patients",
+                ", NULLIF(ARRAY(SELECT jsonb_array_elements_text(r.value->7)), '{}')",
+            ),
+            Engine::Sqlite => ("", ""),
+        };
         format!(
-            "INSERT INTO audit_reads (practice_id, {READ_COLUMNS}) \
+            "INSERT INTO audit_reads (practice_id, {READ_COLUMNS}{column}) \
              SELECT r.value->>0, r.value->>1, CAST(r.value->>2 AS BIGINT), r.value->>3, \
-             r.value->>4, r.value->>5, r.value->>6 FROM {}",
+             r.value->>4, r.value->>5, r.value->>6{patients} FROM {}",
             self.engine.json_rows(1, false)
         )
     }
