@@ -304,6 +304,21 @@ const SQLITE_SEARCH: &str = "SELECT r.patient_id FROM patients_search s \
      WHERE practice_id = $1) \
      AND r.practice_id = $1 LIMIT $3";
 
+/// The length of the pieces of PostgreSQL's index `patients_search_grams`
+/// (migrations/postgres/0028): a term this long or longer is looked up by its pieces.
+const POSTGRES_PIECE_CHARS: usize = 5;
+
+/// A search through PostgreSQL's index of the five-character pieces of each patient's search
+/// text: `$1` the practice, `$2` the term (lower-cased, [`POSTGRES_PIECE_CHARS`] characters or
+/// more), `$3` the most rows. The index gives the patients holding a few pieces that cover the
+/// term, which are few where the term names one patient, however many patients there are
+/// (the trigram index's lists, each of which grows with the table, cost 2.8 times as much at
+/// 1,000,000 patients as at 10,000); `strpos` then decides. It is `strpos` and not LIKE so
+/// that the planner cannot take the trigram index for the check.
+const POSTGRES_SEARCH_BY_PIECES: &str = "SELECT id FROM patients WHERE practice_id = $1 \
+     AND patient_search_grams(search_text) @> patient_search_cover($2) \
+     AND strpos(search_text, $2) > 0 LIMIT $3";
+
 impl PracticeStore<'_> {
     /// The patient with this id, deleted and archived ones included.
     pub async fn find_patient(&self, id: &str) -> StoreResult<Option<Patient>> {
@@ -452,12 +467,22 @@ impl PracticeStore<'_> {
 
     /// The ids of the practice's patients whose search text holds `search` (lower-cased,
     /// three characters or more), through the engine's index; None when there are more than
-    /// [`MAX_SEARCH_MATCHES`]. PostgreSQL asks its trigram index; SQLite its full-text table,
+    /// [`MAX_SEARCH_MATCHES`]. PostgreSQL asks its index of five-character pieces
+    /// ([`POSTGRES_SEARCH_BY_PIECES`]), or for a shorter term its trigram index; SQLite its
+    /// full-text table,
     /// where each practice's rows carry a mark of their own, so that a search reads its own
     /// practice's part of the index only.
     async fn search_index(&self, search: &str) -> StoreResult<Option<Vec<String>>> {
         let most = MAX_SEARCH_MATCHES as i64 + 1;
         let ids: Vec<(String,)> = match self.store.engine {
+            Engine::Postgres if search.chars().count() >= POSTGRES_PIECE_CHARS => {
+                sqlx::query_as(POSTGRES_SEARCH_BY_PIECES)
+                    .bind(self.practice_id)
+                    .bind(search)
+                    .bind(most)
+                    .fetch_all(self.read())
+                    .await?
+            }
             Engine::Postgres => {
                 let pattern = format!("%{}%", like_escape(search));
                 sqlx::query_as(
@@ -1032,6 +1057,96 @@ mod tests {
             steps[rows].contains("INTEGER PRIMARY KEY"),
             "each match's row is read by its key: {steps:?}"
         );
+    }
+
+    /// PostgreSQL looks a term of five characters or more up in its index of pieces, asking
+    /// for the few that cover the term, and never through the trigram index; a shorter term
+    /// goes to the trigram index.
+    #[tokio::test]
+    async fn postgres_looks_a_long_term_up_by_its_pieces() {
+        let Some(db) = super::super::tests::postgres_database().await else {
+            return;
+        };
+        let store = super::super::Store::open(&db.url, &super::super::PoolSettings::default())
+            .await
+            .expect("open");
+        // 5,000 patients and their statistics (on an empty table the planner would walk the
+        // practice's rows), their index entries all still in GIN's list of pending ones, which
+        // a scan reads whole: the planner must still take the index.
+        for statement in [
+            "INSERT INTO practices (id, name, created_at) VALUES ('p', 'P', 0)",
+            "INSERT INTO patients (practice_id, id, first_name, last_name, search_text, \
+             created_at, updated_at) SELECT 'p', 'id' || i, 'emma', 'kowalski', \
+             'emma kowalski emma.kowalski' || i || '@example.com', 0, 0 \
+             FROM generate_series(1, 5000) AS i",
+            "ANALYZE patients",
+        ] {
+            sqlx::query(statement)
+                .execute(&store.write)
+                .await
+                .expect("seed");
+        }
+        let mut tx = store.read.begin().await.expect("begin");
+        sqlx::query("SET LOCAL enable_seqscan = off")
+            .execute(&mut *tx)
+            .await
+            .expect("set");
+        let term = "emma.kowalski4578";
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "EXPLAIN {POSTGRES_SEARCH_BY_PIECES}"
+        )))
+        .bind("p")
+        .bind(term)
+        .bind(10_i64)
+        .fetch_all(&mut *tx)
+        .await
+        .expect("plan");
+        let plan: Vec<String> = rows
+            .iter()
+            .map(|row| sqlx::Row::get::<String, _>(row, 0))
+            .collect();
+        let plan = plan.join("\n");
+        assert!(
+            plan.contains("Index Scan on patients_search_grams"),
+            "{plan}"
+        );
+        assert!(!plan.contains("patients_search "), "{plan}");
+        // The term's pieces, one every five characters and the last, are what the index is
+        // asked for.
+        assert!(plan.contains("i4578") && plan.contains("emma."), "{plan}");
+        // Each term's pieces, sorted, as PostgreSQL's text of an array gives them.
+        let pieces = |term: &'static str| {
+            let read = &store.read;
+            async move {
+                let (text,): (Option<String>,) =
+                    sqlx::query_as("SELECT CAST(patient_search_cover($1) AS TEXT)")
+                        .bind(term)
+                        .fetch_one(read)
+                        .await
+                        .expect("cover");
+                text.map(|text| {
+                    let mut pieces: Vec<String> = text
+                        .trim_matches(['{', '}'])
+                        .split(',')
+                        .map(String::from)
+                        .collect();
+                    pieces.sort();
+                    pieces
+                })
+            }
+        };
+        assert_eq!(pieces("abcd").await, None, "too short: the trigram index's");
+        assert_eq!(pieces("abcde").await, Some(vec!["abcde".into()]));
+        assert_eq!(
+            pieces("abcdefghij").await,
+            Some(vec!["abcde".into(), "fghij".into()])
+        );
+        assert_eq!(
+            pieces("émile zola 1").await,
+            Some(vec!["\" zola\"".into(), "\"ola 1\"".into(), "émile".into()])
+        );
+        drop(tx);
+        store.close().await;
     }
 
     #[test]

@@ -38,10 +38,15 @@ const SQLITE_ONLY_TRIGGERS: &[&str] = &[
     "patients_search_update",
 ];
 
-/// Objects of PostgreSQL alone: the trigram index of patient search, the list of each read's
+/// Objects of PostgreSQL alone: the trigram index of patient search and its index of
+/// five-character pieces (migration 0028; SQLite searches a full-text table), the list of each read's
 /// patients and its GIN index (migrations 0026 and 0027; SQLite indexes who read each patient in
 /// tables of its own, above), and the exclusion constraint of the no-overlap rule.
-const POSTGRES_ONLY_INDEXES: &[&str] = &["patients_search", "audit_reads_patients"];
+const POSTGRES_ONLY_INDEXES: &[&str] = &[
+    "patients_search",
+    "patients_search_grams",
+    "audit_reads_patients",
+];
 const POSTGRES_ONLY_COLUMNS: &[(&str, &str)] = &[("audit_reads", "patients")];
 const POSTGRES_ONLY_CONSTRAINTS: &[&str] = &["bookings_no_overlap"];
 

@@ -316,6 +316,28 @@ async fn search_matches_names_email_and_date_of_birth(#[case] engine: Engine) {
         search("r*g").await.is_empty(),
         "deleted patients are left out"
     );
+    // Quotes, backslashes, braces and commas are literal too (PostgreSQL cuts a term of five
+    // characters or more into pieces to look up, and an array's text gives them meaning).
+    let quoted = app
+        .patient_with(
+            &app.admin_token,
+            json!({ "first": "Qu\"ote\\Back", "last": "{Br,ace}" }),
+        )
+        .await;
+    assert_eq!(search("\"ote\\b").await, vec![quoted.clone()]);
+    assert_eq!(search("{br,ace}").await, vec![quoted.clone()]);
+    assert_eq!(search("back {br,a").await, vec![quoted.clone()]);
+    assert_eq!(search("a_100").await, vec![emile.clone()]);
+    // Holding every piece of a term is not enough: the term itself must be there.
+    let pieces = app
+        .patient_with(
+            &app.admin_token,
+            json!({ "first": "Abcdefghij", "last": "Kay" }),
+        )
+        .await;
+    assert_eq!(search("bcdefghi").await, vec![pieces.clone()]);
+    assert!(search("fghijabcde").await.is_empty());
+    assert!(search("abcdeabcde").await.is_empty());
     let long = app
         .gql(
             Some(&app.admin_token),
