@@ -469,9 +469,8 @@ impl PracticeStore<'_> {
     /// three characters or more), through the engine's index; None when there are more than
     /// [`MAX_SEARCH_MATCHES`]. PostgreSQL asks its index of five-character pieces
     /// ([`POSTGRES_SEARCH_BY_PIECES`]), or for a shorter term its trigram index; SQLite its
-    /// full-text table,
-    /// where each practice's rows carry a mark of their own, so that a search reads its own
-    /// practice's part of the index only.
+    /// full-text table, where each practice's rows carry a mark of their own, so that a search
+    /// reads its own practice's part of the index only.
     async fn search_index(&self, search: &str) -> StoreResult<Option<Vec<String>>> {
         let most = MAX_SEARCH_MATCHES as i64 + 1;
         let ids: Vec<(String,)> = match self.store.engine {
@@ -1061,7 +1060,7 @@ mod tests {
 
     /// PostgreSQL looks a term of five characters or more up in its index of pieces, asking
     /// for the few that cover the term, and never through the trigram index; a shorter term
-    /// goes to the trigram index.
+    /// has no pieces (the store sends it to the trigram index).
     #[tokio::test]
     async fn postgres_looks_a_long_term_up_by_its_pieces() {
         let Some(db) = super::super::tests::postgres_database().await else {
