@@ -555,14 +555,14 @@ impl Store {
     /// each patient.
     ///
     /// On PostgreSQL, the row lists the patients its reads reached, which a GIN index takes
-    /// into its list of pending entries in one append (migrations 0026 and 0027; [`Store::index_reads`]
-    /// moves them into the index proper behind the reads): one round trip for the batch, and
-    /// no entry per patient at a random place of a b-tree. On SQLite, whose commit writes every
-    /// page it changed to the log, entries landing at random places of that b-tree would cost
-    /// a page each (a page of 100 patients: 100 pages), so only the row of `audit_reads` is
-    /// written, at the end of its b-trees, and [`Store::index_reads`] moves many requests'
-    /// patients into the index later, in its order. Either way, "who read this patient"
-    /// finds the read from the moment it is recorded.
+    /// into its list of pending entries in one append (migrations 0026 and 0027;
+    /// [`Store::index_reads`] moves them into the index proper behind the reads): one round
+    /// trip for the batch, and no entry per patient at a random place of a b-tree. On SQLite,
+    /// whose commit writes every page it changed to the log, entries landing at random places
+    /// of that b-tree would cost a page each (a page of 100 patients: 100 pages), so only the
+    /// row of `audit_reads` is written, at the end of its b-trees, and [`Store::index_reads`]
+    /// moves many requests' patients into the index later, in its order. Either way, "who
+    /// read this patient" finds the read from the moment it is recorded.
     ///
     /// SQLite in a file (the one case not in memory): the rows are appended to this server's
     /// journal of reads and flushed instead, one flush for the batch, and

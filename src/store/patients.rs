@@ -473,40 +473,30 @@ impl PracticeStore<'_> {
     /// reads its own practice's part of the index only.
     async fn search_index(&self, search: &str) -> StoreResult<Option<Vec<String>>> {
         let most = MAX_SEARCH_MATCHES as i64 + 1;
-        let ids: Vec<(String,)> = match self.store.engine {
+        // Each engine's statement takes the practice, the term as it wants it, and the most.
+        let (sql, term) = match self.store.engine {
             Engine::Postgres if search.chars().count() >= POSTGRES_PIECE_CHARS => {
-                sqlx::query_as(POSTGRES_SEARCH_BY_PIECES)
-                    .bind(self.practice_id)
-                    .bind(search)
-                    .bind(most)
-                    .fetch_all(self.read())
-                    .await?
+                (POSTGRES_SEARCH_BY_PIECES, search.to_string())
             }
-            Engine::Postgres => {
-                let pattern = format!("%{}%", like_escape(search));
-                sqlx::query_as(
-                    "SELECT id FROM patients WHERE practice_id = $1 \
-                     AND search_text LIKE $2 ESCAPE '\\' LIMIT $3",
-                )
-                .bind(self.practice_id)
-                .bind(pattern)
-                .bind(most)
-                .fetch_all(self.read())
-                .await?
-            }
-            Engine::Sqlite => {
-                // An FTS5 query: the text as a quoted phrase (a phrase of trigrams matches where
-                // the text holds it as a substring). A practice with no patient has no range,
-                // and finds nothing.
-                let phrase = |text: &str| format!("\"{}\"", text.replace('"', "\"\""));
-                sqlx::query_as(SQLITE_SEARCH)
-                    .bind(self.practice_id)
-                    .bind(phrase(search))
-                    .bind(most)
-                    .fetch_all(self.read())
-                    .await?
-            }
+            Engine::Postgres => (
+                "SELECT id FROM patients WHERE practice_id = $1 \
+                 AND search_text LIKE $2 ESCAPE '\\' LIMIT $3",
+                format!("%{}%", like_escape(search)),
+            ),
+            // An FTS5 query: the text as a quoted phrase (a phrase of trigrams matches where
+            // the text holds it as a substring). A practice with no patient has no range, and
+            // finds nothing.
+            Engine::Sqlite => (
+                SQLITE_SEARCH,
+                format!("\"{}\"", search.replace('"', "\"\"")),
+            ),
         };
+        let ids: Vec<(String,)> = sqlx::query_as(sql)
+            .bind(self.practice_id)
+            .bind(term)
+            .bind(most)
+            .fetch_all(self.read())
+            .await?;
         Ok((ids.len() <= MAX_SEARCH_MATCHES).then(|| ids.into_iter().map(|(id,)| id).collect()))
     }
 
