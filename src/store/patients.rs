@@ -304,19 +304,20 @@ const SQLITE_SEARCH: &str = "SELECT r.patient_id FROM patients_search s \
      WHERE practice_id = $1) \
      AND r.practice_id = $1 LIMIT $3";
 
-/// The length of the pieces of PostgreSQL's index `patients_search_grams`
-/// (migrations/postgres/0028): a term this long or longer is looked up by its pieces.
+/// The length of the pieces of PostgreSQL's index `patients_search_keys`
+/// (migrations/postgres/0028 and 0029): a term this long or longer is looked up by its pieces.
 const POSTGRES_PIECE_CHARS: usize = 5;
 
 /// A search through PostgreSQL's index of the five-character pieces of each patient's search
-/// text: `$1` the practice, `$2` the term (lower-cased, [`POSTGRES_PIECE_CHARS`] characters or
-/// more), `$3` the most rows. The index gives the patients holding a few pieces that cover the
-/// term, which are few where the term names one patient, however many patients there are
-/// (every trigram of a name or a number is in thousands of patients at 1,000,000, and a
-/// search went through each one's list); `strpos` then decides. It is `strpos` and not LIKE
-/// so that the planner cannot take the trigram index for the check.
+/// text, each keyed by a tag of its practice: `$1` the practice, `$2` the term (lower-cased,
+/// [`POSTGRES_PIECE_CHARS`] characters or more), `$3` the most rows. The index gives the
+/// practice's patients holding a few pieces that cover the term, which are few where the term
+/// names one patient, however many patients there are (every trigram of a name or a number is
+/// in thousands of patients at 1,000,000, and a search went through each one's list); `strpos`
+/// then decides. It is `strpos` and not LIKE so that the planner cannot take the trigram index
+/// for the check.
 const POSTGRES_SEARCH_BY_PIECES: &str = "SELECT id FROM patients WHERE practice_id = $1 \
-     AND patient_search_grams(search_text) @> patient_search_cover($2) \
+     AND patient_search_keys(practice_id, search_text) @> patient_search_cover($1, $2) \
      AND strpos(search_text, $2) > 0 LIMIT $3";
 
 impl PracticeStore<'_> {
@@ -1063,21 +1064,21 @@ mod tests {
         let (options,): (String,) = sqlx::query_as(
             "SELECT string_agg(c.relname || ' ' || array_to_string(c.reloptions, ','), '; ' \
              ORDER BY c.relname) FROM pg_class c \
-             WHERE c.relname IN ('patients_search', 'patients_search_grams')",
+             WHERE c.relname IN ('patients_search', 'patients_search_keys')",
         )
         .fetch_one(&store.read)
         .await
         .expect("options");
         assert_eq!(
             options,
-            "patients_search fastupdate=off; patients_search_grams fastupdate=off"
+            "patients_search fastupdate=off; patients_search_keys fastupdate=off"
         );
         // 5,000 patients and their statistics (on an empty table the planner would walk the
         // practice's rows), their index entries all still in GIN's list of pending ones, which
         // a scan reads whole (the list turned on here, as a database's administrator may):
         // the planner must still take the index.
         for statement in [
-            "ALTER INDEX patients_search_grams SET (fastupdate = on)",
+            "ALTER INDEX patients_search_keys SET (fastupdate = on)",
             "ALTER INDEX patients_search SET (fastupdate = on)",
             "INSERT INTO practices (id, name, created_at) VALUES ('p', 'P', 0)",
             "INSERT INTO patients (practice_id, id, first_name, last_name, search_text, \
@@ -1112,44 +1113,73 @@ mod tests {
             .collect();
         let plan = plan.join("\n");
         assert!(
-            plan.contains("Index Scan on patients_search_grams"),
+            plan.contains("Index Scan on patients_search_keys"),
             "{plan}"
         );
         assert!(!plan.contains("patients_search "), "{plan}");
         // The term's pieces, one every five characters and the last, are what the index is
         // asked for.
         assert!(plan.contains("i4578") && plan.contains("emma."), "{plan}");
-        // Each term's pieces, sorted, as PostgreSQL's text of an array gives them.
-        let pieces = |term: &'static str| {
+        // Each term's keys, sorted: the practice's tag, the first six hexadecimal characters
+        // of the MD5 of its id ('p': 83878c91...), then a piece of the term.
+        let keys = |practice: &'static str, term: &'static str| {
             let read = &store.read;
             async move {
-                let (text,): (Option<String>,) =
-                    sqlx::query_as("SELECT CAST(patient_search_cover($1) AS TEXT)")
+                let (none,): (bool,) =
+                    sqlx::query_as("SELECT patient_search_cover($1, $2) IS NULL")
+                        .bind(practice)
                         .bind(term)
                         .fetch_one(read)
                         .await
                         .expect("cover");
-                text.map(|text| {
-                    let mut pieces: Vec<String> = text
-                        .trim_matches(['{', '}'])
-                        .split(',')
-                        .map(String::from)
-                        .collect();
-                    pieces.sort();
-                    pieces
-                })
+                let keys: Vec<(String,)> =
+                    sqlx::query_as("SELECT k FROM unnest(patient_search_cover($1, $2)) AS k")
+                        .bind(practice)
+                        .bind(term)
+                        .fetch_all(read)
+                        .await
+                        .expect("cover");
+                let mut keys: Vec<String> = keys.into_iter().map(|(key,)| key).collect();
+                keys.sort();
+                (!none).then_some(keys)
             }
         };
-        assert_eq!(pieces("abcd").await, None, "too short: the trigram index's");
-        assert_eq!(pieces("abcde").await, Some(vec!["abcde".into()]));
         assert_eq!(
-            pieces("abcdefghij").await,
-            Some(vec!["abcde".into(), "fghij".into()])
+            keys("p", "abcd").await,
+            None,
+            "too short: the trigram index's"
+        );
+        assert_eq!(keys("p", "abcde").await, Some(vec!["83878cabcde".into()]));
+        assert_eq!(
+            keys("p", "abcdefghij").await,
+            Some(vec!["83878cabcde".into(), "83878cfghij".into()])
         );
         assert_eq!(
-            pieces("émile zola 1").await,
-            Some(vec!["\" zola\"".into(), "\"ola 1\"".into(), "émile".into()])
+            keys("p", "émile zola 1").await,
+            Some(vec![
+                "83878c zola".into(),
+                "83878cola 1".into(),
+                "83878cémile".into()
+            ])
         );
+        // Another practice's keys for the same term are its own.
+        assert_eq!(keys("q", "abcde").await, Some(vec!["7694f4abcde".into()]));
+        // A patient's text gives every piece, each under its practice's tag, and the cover of
+        // a term in the text is among them.
+        let (covered,): (bool,) = sqlx::query_as(
+            "SELECT patient_search_keys('p', 'emma.kowalski4578') = \
+             ARRAY['83878cemma.', '83878cmma.k', '83878cma.ko', '83878ca.kow', '83878c.kowa', \
+             '83878ckowal', '83878cowals', '83878cwalsk', '83878calski', '83878clski4', \
+             '83878cski45', '83878cki457', '83878ci4578'] \
+             AND patient_search_keys('p', 'emma.kowalski4578') @> patient_search_cover('p', \
+             'kowalski45') \
+             AND NOT patient_search_keys('q', 'emma.kowalski4578') @> \
+             patient_search_cover('p', 'kowalski45')",
+        )
+        .fetch_one(&store.read)
+        .await
+        .expect("keys");
+        assert!(covered);
         drop(tx);
         store.close().await;
     }

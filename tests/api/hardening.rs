@@ -292,6 +292,22 @@ async fn searches_and_pages_touch_a_bounded_part_of_the_practice(#[case] engine:
         )
         .await;
     assert_eq!(found["patients"]["data"], json!([{ "id": mine }]));
+    // The same through the pieces of five characters (PostgreSQL's index keyed by practice).
+    let found = app
+        .ok(
+            "query($s: String) { patients(search: $s) { data { id } } }",
+            json!({ "s": "zqx m" }),
+        )
+        .await;
+    assert_eq!(found["patients"]["data"], json!([{ "id": mine }]));
+    let broad = app
+        .gql(
+            Some(&other_token),
+            "query($s: String) { patients(search: $s) { data { id } } }",
+            json!({ "s": "zqx m" }),
+        )
+        .await;
+    assert_eq!(error_code(&broad), "BAD_USER_INPUT", "{broad}");
     // In the busy practice the same search matches more than one search may touch.
     let broad = app
         .gql(
