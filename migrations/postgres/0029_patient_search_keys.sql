@@ -8,6 +8,13 @@
 -- practices may share one (about one pair in 16.7 million), and a search then also looks at
 -- the other practice's patients holding its pieces, whom practice_id = $1 leaves out.
 --
+-- The tag, in one place, as the keys of a patient's text and those of a term must agree.
+-- A SQL function of one expression, which the planner writes in place of its calls in the
+-- functions below.
+CREATE FUNCTION patient_search_tag(practice TEXT) RETURNS TEXT
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT left(md5(practice), 6) $$;
+
 -- The same rules as 0028's functions: every piece of the text, counted in characters;
 -- IMMUTABLE, as an index expression must be; PL/pgSQL, which the planner never writes in place
 -- of the call (it would in the query and not in the index) and whose statements are planned
@@ -17,7 +24,7 @@ CREATE FUNCTION patient_search_keys(practice TEXT, t TEXT) RETURNS TEXT[]
     LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE COST 1000
     AS $$
 DECLARE
-    tag TEXT := left(md5(practice), 6);
+    tag TEXT := patient_search_tag(practice);
     keys TEXT[] := '{}';
 BEGIN
     FOR i IN 1 .. length(t) - 4 LOOP
@@ -34,7 +41,7 @@ CREATE FUNCTION patient_search_cover(practice TEXT, t TEXT) RETURNS TEXT[]
     LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
     AS $$
 DECLARE
-    tag TEXT := left(md5(practice), 6);
+    tag TEXT := patient_search_tag(practice);
     n INT := length(t);
     keys TEXT[] := '{}';
 BEGIN
