@@ -285,36 +285,19 @@ async fn searches_and_pages_touch_a_bounded_part_of_the_practice(#[case] engine:
         .await
         .expect("import");
     let mine = app.patient("Zqx", "Mine").await;
-    let found = app
-        .ok(
-            "query($s: String) { patients(search: $s) { data { id } } }",
-            json!({ "s": "zqx" }),
-        )
-        .await;
+    const SEARCH: &str = "query($s: String) { patients(search: $s) { data { id } } }";
+    let found = app.ok(SEARCH, json!({ "s": "zqx" })).await;
     assert_eq!(found["patients"]["data"], json!([{ "id": mine }]));
     // The same through the pieces of five characters (PostgreSQL's index keyed by practice).
-    let found = app
-        .ok(
-            "query($s: String) { patients(search: $s) { data { id } } }",
-            json!({ "s": "zqx m" }),
-        )
-        .await;
+    let found = app.ok(SEARCH, json!({ "s": "zqx m" })).await;
     assert_eq!(found["patients"]["data"], json!([{ "id": mine }]));
     let broad = app
-        .gql(
-            Some(&other_token),
-            "query($s: String) { patients(search: $s) { data { id } } }",
-            json!({ "s": "zqx m" }),
-        )
+        .gql(Some(&other_token), SEARCH, json!({ "s": "zqx m" }))
         .await;
     assert_eq!(error_code(&broad), "BAD_USER_INPUT", "{broad}");
     // In the busy practice the same search matches more than one search may touch.
     let broad = app
-        .gql(
-            Some(&other_token),
-            "query($s: String) { patients(search: $s) { data { id } } }",
-            json!({ "s": "zqx" }),
-        )
+        .gql(Some(&other_token), SEARCH, json!({ "s": "zqx" }))
         .await;
     assert_eq!(error_code(&broad), "BAD_USER_INPUT", "{broad}");
     assert!(error_message(&broad).contains("more than 2000"), "{broad}");

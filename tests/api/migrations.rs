@@ -39,9 +39,10 @@ const SQLITE_ONLY_TRIGGERS: &[&str] = &[
 ];
 
 /// Objects of PostgreSQL alone: the trigram index of patient search and its index of
-/// five-character pieces keyed by practice (migrations 0028 and 0029; SQLite searches a full-text table), the list of each
-/// read's patients and its GIN index (migrations 0026 and 0027; SQLite indexes who read each
-/// patient in tables of its own, above), and the exclusion constraint of the no-overlap rule.
+/// five-character pieces keyed by practice (migrations 0028 and 0029; SQLite searches a
+/// full-text table), the list of each read's patients and its GIN index (migrations 0026 and
+/// 0027; SQLite indexes who read each patient in tables of its own, above), and the exclusion
+/// constraint of the no-overlap rule.
 const POSTGRES_ONLY_INDEXES: &[&str] = &[
     "patients_search",
     "patients_search_keys",
