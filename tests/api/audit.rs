@@ -842,16 +842,23 @@ async fn the_index_of_reads_finds_a_patient_in_every_run_of_every_span() {
     );
     assert_eq!(spans(grace).await, 1);
     // The spans past their last run are closed, each noting its runs; the rest are open.
-    let (open, unnoted, past): (i64, i64, i64) = sqlx::query_as(
+    // Every span, open or closed, notes the first of its runs that read its patient (`low`):
+    // that run has an entry of the patient, and no run of the span before it has one.
+    let (open, unnoted, past, misnoted): (i64, i64, i64, i64) = sqlx::query_as(
         "SELECT (SELECT count(*) FROM audit_read_buckets INDEXED BY audit_read_buckets_open \
          WHERE runs IS NULL), \
          (SELECT count(*) FROM audit_read_buckets WHERE low IS NULL), \
-         (SELECT count(*) FROM audit_read_buckets WHERE runs IS NULL AND ends <= 200)",
+         (SELECT count(*) FROM audit_read_buckets WHERE runs IS NULL AND ends <= 200), \
+         (SELECT count(*) FROM audit_read_buckets b WHERE NOT EXISTS (SELECT 1 \
+         FROM audit_read_runs f WHERE f.patient_id = b.patient_id \
+         AND f.run = b.ends - 63 + b.low) OR EXISTS (SELECT 1 FROM audit_read_runs f \
+         WHERE f.patient_id = b.patient_id AND f.run >= b.ends - 63 \
+         AND f.run < b.ends - 63 + b.low))",
     )
     .fetch_one(&pool)
     .await
     .expect("open spans");
-    assert_eq!((open, unnoted, past), (2, 2, 0));
+    assert_eq!((open, unnoted, past, misnoted), (2, 0, 0, 0));
     // grace's one span is closed (its offset, 31, ends it at run 160): one run noted, the
     // first and the last, run 150.
     let (runs, low, high, bucket): (i64, i64, i64, i64) = sqlx::query_as(
@@ -902,6 +909,42 @@ async fn the_index_of_reads_finds_a_patient_in_every_run_of_every_span() {
     assert_eq!(count(alan).await, 66);
     assert_eq!(count(grace).await, 1);
     assert_eq!(count("nobody").await, 0);
+
+    // Spans noted before their first run was (migration 0025's, `low` NULL while open) are
+    // read and closed from their span's first run: found the same, and closed the same.
+    sqlx::query("UPDATE audit_read_buckets SET low = NULL WHERE runs IS NULL")
+        .execute(&pool)
+        .await
+        .expect("as noted before");
+    assert_eq!(count(ada).await, 200);
+    assert_eq!(count(alan).await, 66);
+    for _ in 201..=264 {
+        store
+            .record_reads(&[reads(&[grace])])
+            .await
+            .expect("record");
+        store.move_reads().await.expect("moved");
+        assert_eq!(store.index_reads(100).await.expect("index").rows, 1);
+    }
+    // Every span of ada and alan is closed now, its bits the runs that read them.
+    let (open, unnoted, ada_runs, alan_runs): (i64, i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM audit_read_buckets WHERE runs IS NULL \
+         AND patient_id <> 'grace'), \
+         (SELECT count(*) FROM audit_read_buckets WHERE low IS NULL), \
+         (SELECT count(*) FROM audit_read_buckets b CROSS JOIN audit_read_span_runs k \
+         WHERE b.patient_id = $1 AND (b.runs >> k.i) & 1 = 1), \
+         (SELECT count(*) FROM audit_read_buckets b CROSS JOIN audit_read_span_runs k \
+         WHERE b.patient_id = $2 AND (b.runs >> k.i) & 1 = 1)",
+    )
+    .bind(ada)
+    .bind(alan)
+    .fetch_one(&pool)
+    .await
+    .expect("closed");
+    assert_eq!((open, unnoted, ada_runs, alan_runs), (0, 0, 200, 66));
+    assert_eq!(count(ada).await, 200);
+    assert_eq!(count(alan).await, 66);
+    assert_eq!(count(grace).await, 65);
     store.close().await;
 }
 
