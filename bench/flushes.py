@@ -14,6 +14,7 @@ so a disk that stalls for 100 ms stalls every request then: the line tells wheth
 p99 was the server's or the disk's.
 """
 
+import math
 import os
 import sys
 import time
@@ -46,11 +47,15 @@ def main() -> None:
     finally:
         os.close(fd)
         os.unlink(path)
+    if not took:
+        print(f"no flush in {seconds:g} s")
+        return
     took.sort()
     n = len(took)
 
     def ms(q: float) -> str:
-        return f"{took[min(n - 1, int(n * q))] * 1000:.2f}"
+        # The nearest rank: the smallest flush time that q of the flushes do not exceed.
+        return f"{took[max(0, math.ceil(n * q) - 1)] * 1000:.2f}"
 
     slow = sum(1 for t in took if t > 0.010)
     print(

@@ -918,14 +918,24 @@ async fn the_index_of_reads_finds_a_patient_in_every_run_of_every_span() {
         .expect("as noted before");
     assert_eq!(count(ada).await, 200);
     assert_eq!(count(alan).await, 66);
-    for _ in 201..=264 {
+    // grace's span of runs 161 to 224 opens at run 201 (its `low`, 40) and stays open until
+    // 224: a reader finds every read of it meanwhile.
+    for run in 201..=264 {
         store
             .record_reads(&[reads(&[grace])])
             .await
             .expect("record");
         store.move_reads().await.expect("moved");
         assert_eq!(store.index_reads(100).await.expect("index").rows, 1);
+        assert_eq!(count(grace).await, run - 199, "after run {run}");
     }
+    let low: i64 = sqlx::query_scalar(
+        "SELECT low FROM audit_read_buckets WHERE patient_id = 'grace' AND ends = 224",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("grace's second span");
+    assert_eq!(low, 40);
     // Every span of ada and alan is closed now, its bits the runs that read them.
     let (open, unnoted, ada_runs, alan_runs): (i64, i64, i64, i64) = sqlx::query_as(
         "SELECT (SELECT count(*) FROM audit_read_buckets WHERE runs IS NULL \
