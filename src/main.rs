@@ -186,7 +186,34 @@ fn say_line(message: &str) {
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// How long mimalloc keeps memory that was freed before it gives it back to the kernel, in
+/// milliseconds. mimalloc 3 keeps it for a second (mimalloc 2, 100 ms: 10 times its 10 ms
+/// delay, for its arenas): under pages of 100 rows a second of freed rows, responses and SQLite
+/// pages stayed resident, and the server's peak RSS in `bench/run`'s `bookings` was 131 to 169
+/// MB at 100,000 patients. At 100 ms it was 112 to 125 MB, for about 8 % more CPU a page of
+/// bookings (pages freed are faulted in again); at 10 ms, 95 to 108 MB for 14 % (BENCHMARKS.md,
+/// twenty-ninth round). `MIMALLOC_PURGE_DELAY` in the environment, which mimalloc reads as it
+/// starts, still decides when it is set.
+const PURGE_DELAY_MS: std::ffi::c_long = 100;
+
+/// mimalloc's `mi_option_purge_delay`: its place in `mi_option_t` (mimalloc.h), the same in
+/// mimalloc 2 and 3. libmimalloc-sys does not name it, "for stability reasons"; the test
+/// below checks that the option at this place is the purge delay of the mimalloc we build.
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Sets the allocator's options, before the runtime starts any thread.
+fn tune_allocator() {
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+        return;
+    }
+    // SAFETY: `mi_option_set` writes one of mimalloc's option slots, which it reads at every
+    // purge; it is not synchronised, so it is called here, at the start of `main`, before any
+    // thread of ours exists. The option's place is checked by a test against this mimalloc.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) }
+}
+
 fn main() -> ExitCode {
+    tune_allocator();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
@@ -555,5 +582,42 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         super::Cli::command().debug_assert();
+    }
+
+    /// `MI_OPTION_PURGE_DELAY` is the option mimalloc reads from `MIMALLOC_PURGE_DELAY` as
+    /// it starts, and `tune_allocator` sets it unless that variable is set. The test runs
+    /// itself again with the variable set, as mimalloc reads it before any code of ours runs.
+    #[test]
+    fn the_allocator_gives_freed_memory_back_after_the_delay_set_at_start() {
+        let name = "tests::the_allocator_gives_freed_memory_back_after_the_delay_set_at_start";
+        // SAFETY: `mi_option_get` reads an option's slot; no other thread of this test
+        // binary sets mimalloc's options.
+        let delay = || unsafe { libmimalloc_sys::mi_option_get(super::MI_OPTION_PURGE_DELAY) };
+        if let Some(set) = std::env::var_os("PRACTICE_TEST_MIMALLOC_PURGE_DELAY") {
+            assert_eq!(delay().to_string(), set.to_string_lossy());
+            super::tune_allocator();
+            assert_eq!(
+                delay().to_string(),
+                set.to_string_lossy(),
+                "the environment decides"
+            );
+            return;
+        }
+        let run = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+            .args(["--exact", name, "--test-threads", "1"])
+            .env("MIMALLOC_PURGE_DELAY", "77")
+            .env("PRACTICE_TEST_MIMALLOC_PURGE_DELAY", "77")
+            .output()
+            .expect("the test binary runs");
+        let said = String::from_utf8_lossy(&run.stdout);
+        assert!(run.status.success(), "{said}");
+        assert!(
+            said.contains("1 passed"),
+            "the test ran in the child: {said}"
+        );
+        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+            super::tune_allocator();
+            assert_eq!(delay(), super::PURGE_DELAY_MS);
+        }
     }
 }
