@@ -203,7 +203,11 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// Sets the allocator's options, before the runtime starts any thread.
 fn tune_allocator() {
-    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+    // mimalloc also reads the option under its older name.
+    if ["MIMALLOC_PURGE_DELAY", "MIMALLOC_RESET_DELAY"]
+        .iter()
+        .any(|name| std::env::var_os(name).is_some())
+    {
         return;
     }
     // SAFETY: `mi_option_set` writes one of mimalloc's option slots, which it reads at every
@@ -584,12 +588,13 @@ mod tests {
         super::Cli::command().debug_assert();
     }
 
-    /// `MI_OPTION_PURGE_DELAY` is the option mimalloc reads from `MIMALLOC_PURGE_DELAY` as
-    /// it starts, and `tune_allocator` sets it unless that variable is set. The test runs
-    /// itself again with the variable set, as mimalloc reads it before any code of ours runs.
+    /// `MI_OPTION_PURGE_DELAY` is the option mimalloc reads from `MIMALLOC_PURGE_DELAY` (or
+    /// its older name, `MIMALLOC_RESET_DELAY`) as it starts, and `tune_allocator` sets it
+    /// unless one of them is set. The test runs itself again with each variable set, as
+    /// mimalloc reads them before any code of ours runs.
     #[test]
-    fn the_allocator_gives_freed_memory_back_after_the_delay_set_at_start() {
-        let name = "tests::the_allocator_gives_freed_memory_back_after_the_delay_set_at_start";
+    fn the_purge_delay_is_set_at_start_unless_the_environment_sets_it() {
+        let name = "tests::the_purge_delay_is_set_at_start_unless_the_environment_sets_it";
         // SAFETY: `mi_option_get` reads an option's slot; no other thread of this test
         // binary sets mimalloc's options.
         let delay = || unsafe { libmimalloc_sys::mi_option_get(super::MI_OPTION_PURGE_DELAY) };
@@ -603,19 +608,28 @@ mod tests {
             );
             return;
         }
-        let run = std::process::Command::new(std::env::current_exe().expect("the test binary"))
-            .args(["--exact", name, "--test-threads", "1"])
-            .env("MIMALLOC_PURGE_DELAY", "77")
-            .env("PRACTICE_TEST_MIMALLOC_PURGE_DELAY", "77")
-            .output()
-            .expect("the test binary runs");
-        let said = String::from_utf8_lossy(&run.stdout);
-        assert!(run.status.success(), "{said}");
-        assert!(
-            said.contains("1 passed"),
-            "the test ran in the child: {said}"
-        );
-        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+        // Each name mimalloc reads the option under, the other one unset.
+        for (variable, other, value) in [
+            ("MIMALLOC_PURGE_DELAY", "MIMALLOC_RESET_DELAY", "77"),
+            ("MIMALLOC_RESET_DELAY", "MIMALLOC_PURGE_DELAY", "55"),
+        ] {
+            let run = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+                .args(["--exact", name, "--test-threads", "1"])
+                .env(variable, value)
+                .env_remove(other)
+                .env("PRACTICE_TEST_MIMALLOC_PURGE_DELAY", value)
+                .output()
+                .expect("the test binary runs");
+            let said = String::from_utf8_lossy(&run.stdout);
+            assert!(run.status.success(), "{variable}={value}: {said}");
+            assert!(
+                said.contains("1 passed"),
+                "the test ran in the child: {said}"
+            );
+        }
+        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none()
+            && std::env::var_os("MIMALLOC_RESET_DELAY").is_none()
+        {
             super::tune_allocator();
             assert_eq!(delay(), super::PURGE_DELAY_MS);
         }
