@@ -189,9 +189,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// How long mimalloc keeps memory that was freed before it gives it back to the kernel, in
 /// milliseconds. mimalloc 3 keeps it for a second (mimalloc 2, 100 ms: 10 times its 10 ms
 /// delay, for its arenas): under pages of 100 rows a second of freed rows, responses and SQLite
-/// pages stayed resident, and the server's peak RSS in `bench/run`'s `bookings` was 131 to 169
-/// MB at 100,000 patients. At 100 ms it was 112 to 125 MB, for about 8 % more CPU a page of
-/// bookings (pages freed are faulted in again); at 10 ms, 95 to 108 MB for 14 % (BENCHMARKS.md,
+/// pages stayed resident, and the server's peak RSS in `bench/run`'s `bookings` at 100,000
+/// patients was 116 to 174 MB over a round of A/B runs, past the 150 MB target one run in two.
+/// At 100 ms it was 102 to 138 MB, for about 8 % more CPU a page of bookings (memory given
+/// back is faulted in again); at 10 ms, 89 to 112 MB for about 14 % more (BENCHMARKS.md,
 /// twenty-ninth round). `MIMALLOC_PURGE_DELAY` in the environment, which mimalloc reads as it
 /// starts, still decides when it is set.
 const PURGE_DELAY_MS: std::ffi::c_long = 100;
@@ -201,23 +202,24 @@ const PURGE_DELAY_MS: std::ffi::c_long = 100;
 /// below checks that the option at this place is the purge delay of the mimalloc we build.
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
-/// Sets the allocator's options, before the runtime starts any thread.
-fn tune_allocator() {
-    // mimalloc also reads the option under its older name.
-    if ["MIMALLOC_PURGE_DELAY", "MIMALLOC_RESET_DELAY"]
-        .iter()
-        .any(|name| std::env::var_os(name).is_some())
-    {
-        return;
-    }
-    // SAFETY: `mi_option_set` writes one of mimalloc's option slots, which it reads at every
-    // purge; it is not synchronised, so it is called here, at the start of `main`, before any
-    // thread of ours exists. The option's place is checked by a test against this mimalloc.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) }
+/// Sets the allocator's options, unless mimalloc took them from its environment as it started
+/// (`MIMALLOC_PURGE_DELAY`, or its older name `MIMALLOC_RESET_DELAY`, in any case).
+///
+/// # Safety
+///
+/// No other thread may be running: mimalloc's options are plain fields, read without
+/// synchronisation by every thread that allocates.
+unsafe fn tune_allocator() {
+    // SAFETY: `mi_option_set_default` writes one of mimalloc's option slots, only if mimalloc
+    // did not take the option from the environment; the caller guarantees no other thread
+    // reads it meanwhile. The option's place is checked by a test against this mimalloc.
+    unsafe { libmimalloc_sys::mi_option_set_default(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) }
 }
 
 fn main() -> ExitCode {
-    tune_allocator();
+    // SAFETY: the first thing `main` does, before the runtime or anything else of ours starts a
+    // thread.
+    unsafe { tune_allocator() };
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
@@ -589,49 +591,47 @@ mod tests {
     }
 
     /// `MI_OPTION_PURGE_DELAY` is the option mimalloc reads from `MIMALLOC_PURGE_DELAY` (or
-    /// its older name, `MIMALLOC_RESET_DELAY`) as it starts, and `tune_allocator` sets it
-    /// unless one of them is set. The test runs itself again with each variable set, as
-    /// mimalloc reads them before any code of ours runs.
+    /// its older name, `MIMALLOC_RESET_DELAY`) as it starts; `tune_allocator` leaves what it
+    /// read, and sets `PURGE_DELAY_MS` when neither is set. The test runs itself again, alone,
+    /// once with each variable set and once with neither, as mimalloc reads them before any
+    /// code of ours runs.
     #[test]
     fn the_purge_delay_is_set_at_start_unless_the_environment_sets_it() {
         let name = "tests::the_purge_delay_is_set_at_start_unless_the_environment_sets_it";
-        // SAFETY: `mi_option_get` reads an option's slot; no other thread of this test
-        // binary sets mimalloc's options.
-        let delay = || unsafe { libmimalloc_sys::mi_option_get(super::MI_OPTION_PURGE_DELAY) };
-        if let Some(set) = std::env::var_os("PRACTICE_TEST_MIMALLOC_PURGE_DELAY") {
-            assert_eq!(delay().to_string(), set.to_string_lossy());
-            super::tune_allocator();
-            assert_eq!(
-                delay().to_string(),
-                set.to_string_lossy(),
-                "the environment decides"
-            );
+        if let Some(expected) = std::env::var_os("PRACTICE_TEST_MIMALLOC_PURGE_DELAY") {
+            let expected = expected.to_string_lossy().into_owned();
+            // SAFETY: run alone (`--test-threads 1`), by the run below: no other test's
+            // thread allocates meanwhile. `mi_option_get` reads an option's slot.
+            let delay = || unsafe { libmimalloc_sys::mi_option_get(super::MI_OPTION_PURGE_DELAY) };
+            unsafe { super::tune_allocator() };
+            assert_eq!(delay().to_string(), expected);
             return;
         }
-        // Each name mimalloc reads the option under, the other one unset.
-        for (variable, other, value) in [
-            ("MIMALLOC_PURGE_DELAY", "MIMALLOC_RESET_DELAY", "77"),
-            ("MIMALLOC_RESET_DELAY", "MIMALLOC_PURGE_DELAY", "55"),
+        let names = ["MIMALLOC_PURGE_DELAY", "MIMALLOC_RESET_DELAY"];
+        let delay = super::PURGE_DELAY_MS.to_string();
+        for (set, expected) in [
+            (Some(("MIMALLOC_PURGE_DELAY", "77")), "77"),
+            (Some(("MIMALLOC_RESET_DELAY", "55")), "55"),
+            (None, delay.as_str()),
         ] {
-            let run = std::process::Command::new(std::env::current_exe().expect("the test binary"))
-                .args(["--exact", name, "--test-threads", "1"])
-                .env(variable, value)
-                .env_remove(other)
-                .env("PRACTICE_TEST_MIMALLOC_PURGE_DELAY", value)
-                .output()
-                .expect("the test binary runs");
+            let mut run =
+                std::process::Command::new(std::env::current_exe().expect("the test binary"));
+            run.args(["--exact", name, "--test-threads", "1"])
+                .env("PRACTICE_TEST_MIMALLOC_PURGE_DELAY", expected);
+            // mimalloc reads the names in any case.
+            for name in names {
+                run.env_remove(name).env_remove(name.to_lowercase());
+            }
+            if let Some((variable, value)) = set {
+                run.env(variable, value);
+            }
+            let run = run.output().expect("the test binary runs");
             let said = String::from_utf8_lossy(&run.stdout);
-            assert!(run.status.success(), "{variable}={value}: {said}");
+            assert!(run.status.success(), "{set:?}: {said}");
             assert!(
                 said.contains("1 passed"),
                 "the test ran in the child: {said}"
             );
-        }
-        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none()
-            && std::env::var_os("MIMALLOC_RESET_DELAY").is_none()
-        {
-            super::tune_allocator();
-            assert_eq!(delay(), super::PURGE_DELAY_MS);
         }
     }
 }
