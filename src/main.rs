@@ -607,7 +607,7 @@ mod tests {
             assert_eq!(delay().to_string(), expected);
             return;
         }
-        let names = ["MIMALLOC_PURGE_DELAY", "MIMALLOC_RESET_DELAY"];
+        let variables = ["MIMALLOC_PURGE_DELAY", "MIMALLOC_RESET_DELAY"];
         let delay = super::PURGE_DELAY_MS.to_string();
         for (set, expected) in [
             (Some(("MIMALLOC_PURGE_DELAY", "77")), "77"),
@@ -619,8 +619,8 @@ mod tests {
             run.args(["--exact", name, "--test-threads", "1"])
                 .env("PRACTICE_TEST_MIMALLOC_PURGE_DELAY", expected);
             // mimalloc reads the names in any case.
-            for name in names {
-                run.env_remove(name).env_remove(name.to_lowercase());
+            for variable in variables {
+                run.env_remove(variable).env_remove(variable.to_lowercase());
             }
             if let Some((variable, value)) = set {
                 run.env(variable, value);
