@@ -241,6 +241,17 @@ impl Store {
             AnyPoolOptions::new()
                 .acquire_timeout(pool.acquire_timeout)
                 .max_connections(pool.max_connections)
+                // No idle timeout and no lifetime, so that sqlx starts no task to reap
+                // connections: in sqlx 0.9.0 (the latest release) that task can read the
+                // pool's count of idle connections at the instant a connection given back is
+                // taken again before it was counted, when the count has wrapped below zero,
+                // and then loops about 2^64 times without yielding: a core spinning for good,
+                // and a process that never exits (sqlx issue 3645, fixed by pull request 4289,
+                // not yet released). A `practice-api` command hung so in CI. Nothing here
+                // needs the reaping: the reads hold their connections warm anyway (see
+                // [`warm`]), and a connection idle for a second is checked before it is used.
+                .idle_timeout(None)
+                .max_lifetime(None)
                 // sqlx checks a connection (a round trip: on SQLite to its thread, on
                 // PostgreSQL to the server) when it goes back to the pool, and by default again
                 // when it is taken out, before every statement. Checked on its way back, a
@@ -834,6 +845,24 @@ pub(crate) mod tests {
                 eprintln!("could not drop {}: {e}", self.name);
             }
         }
+    }
+
+    /// No pool of the store has a timeout or lifetime that would make sqlx start its task of
+    /// reaping connections, which can spin for good (see `Store::connect`).
+    #[tokio::test]
+    async fn no_pool_reaps_its_connections() {
+        let dir = std::env::temp_dir().join(format!("unit-{}", uuid::Uuid::now_v7().simple()));
+        std::fs::create_dir_all(&dir).expect("a directory");
+        let url = format!("sqlite://{}", dir.join("reap.db").display());
+        let store = Store::connect(&url, &PoolSettings::default())
+            .await
+            .expect("store");
+        for pool in [&store.read, &store.write] {
+            assert_eq!(pool.options().get_idle_timeout(), None);
+            assert_eq!(pool.options().get_max_lifetime(), None);
+        }
+        store.close().await;
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
