@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use practice_api::config::ServeConfig;
 use rstest::rstest;
 
-use helpers::{Engine, test_config};
+use helpers::{Engine, free_port, test_config};
 
 /// Bytes allocated and not yet freed, by anything in this process.
 static LIVE: AtomicIsize = AtomicIsize::new(0);
@@ -83,14 +83,6 @@ const TRICKLE: usize = 25;
 
 /// The engines' cases run one after the other: each measures the whole process.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// A port free a moment ago.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
 
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]

@@ -851,9 +851,8 @@ pub(crate) mod tests {
     /// reaping connections, which can spin for good (see `Store::connect`).
     #[tokio::test]
     async fn no_pool_reaps_its_connections() {
-        let dir = std::env::temp_dir().join(format!("unit-{}", uuid::Uuid::now_v7().simple()));
-        std::fs::create_dir_all(&dir).expect("a directory");
-        let url = format!("sqlite://{}", dir.join("reap.db").display());
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("sqlite://{}", dir.path().join("reap.db").display());
         let store = Store::connect(&url, &PoolSettings::default())
             .await
             .expect("store");
@@ -862,7 +861,6 @@ pub(crate) mod tests {
             assert_eq!(pool.options().get_max_lifetime(), None);
         }
         store.close().await;
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

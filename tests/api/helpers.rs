@@ -57,6 +57,15 @@ pub fn test_config() -> ServeConfig {
     }
 }
 
+/// A port free a moment ago, for an address a server takes from its settings
+/// (`metrics_listen`, say) rather than from a listener the test binds.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
 /// The server where PostgreSQL tests make their databases.
 pub fn postgres_admin_url() -> String {
     std::env::var("PRACTICE_TEST_POSTGRES_URL")

@@ -8,7 +8,7 @@ use reqwest::StatusCode;
 use rstest::rstest;
 use serde_json::{Value, json};
 
-use crate::helpers::{Engine, test_config};
+use crate::helpers::{Engine, free_port, test_config};
 use crate::spawn;
 
 #[rstest]
@@ -50,14 +50,6 @@ async fn health_and_readiness(#[case] engine: Engine) {
     assert_eq!(ready.status(), StatusCode::SERVICE_UNAVAILABLE);
     let body: Value = ready.json().await.expect("json");
     assert_eq!(body["reason"], "migrations not applied: 8", "{body}");
-}
-
-/// A port free a moment ago.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 /// Parses Prometheus text with `prometheus_client`'s parser (PyPI), and returns what it read as
