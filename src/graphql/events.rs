@@ -334,15 +334,17 @@ impl Follower {
     async fn next(&mut self) -> Option<StoredEvent> {
         loop {
             if let Some(event) = self.waiting.pop_front() {
-                if event.position() <= self.last {
-                    continue;
-                }
-                self.last = event.position();
+                // Looked at before the position: the hub's copy of a revocation the catch-up
+                // passed (it reads the client's own types only) is the only copy there is.
                 if !self.allowed(&event).await {
                     // The connection is cut: its transport closes it (4403), and the
                     // subscription must not look as if it ended by itself meanwhile.
                     return std::future::pending().await;
                 }
+                if event.position() <= self.last {
+                    continue;
+                }
+                self.last = event.position();
                 if self.wanted(&event) && self.sees_patient(&event).await {
                     return Some(event);
                 }
@@ -357,7 +359,15 @@ impl Follower {
                     .events_after(Some(self.last), &self.types, REPLAY_BATCH)
                     .await;
                 match kept {
-                    Ok(events) if events.is_empty() => self.replaying = false,
+                    Ok(events) if events.is_empty() => {
+                        self.replaying = false;
+                        // The catch-up reads the client's own types, not the revocations, and
+                        // falling behind the hub dropped what it held: the token is looked at
+                        // again before the hub is followed.
+                        if !self.connection.recheck(&self.store).await {
+                            return std::future::pending().await;
+                        }
+                    }
                     Ok(events) => self.waiting.extend(events),
                     Err(error) => {
                         tracing::warn!(%error, "could not read the events to replay");
@@ -441,5 +451,119 @@ impl Follower {
         self.types.contains(&event.event_type)
             && (self.patient_id.is_none() || event.patient_id == self.patient_id)
             && Event::visible_to(event, &principal.permissions)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::PoolSettings;
+    use crate::store::audit::{Actor, Author};
+    use crate::store::tokens::TokenKind;
+
+    /// A token's revocation as the hub hands it on, at `id` in the log.
+    fn revoked(practice_id: &str, token_id: &str, id: i64) -> StoredEvent {
+        StoredEvent {
+            id,
+            tx_id: 0,
+            practice_id: practice_id.to_string(),
+            event_type: TOKEN_REVOKED.to_string(),
+            occurred_at: now_ms(),
+            patient_id: None,
+            booking_id: None,
+            label_id: None,
+            token_id: Some(token_id.to_string()),
+            user_id: None,
+            record_id: None,
+        }
+    }
+
+    fn label_created(practice_id: &str, id: i64) -> StoredEvent {
+        StoredEvent {
+            event_type: "label.created".to_string(),
+            token_id: None,
+            label_id: Some(format!("label-{id}")),
+            ..revoked(practice_id, "", id)
+        }
+    }
+
+    /// A subscription's token is revoked where the hub's copy of the revocation is all that
+    /// says so and the follower does not look at it in its turn: dropped with the rest of what
+    /// the hub held when the subscription fell behind, or at a position the catch-up from a
+    /// cursor had already passed. Either way the connection is cut (4403) before anything
+    /// more is sent.
+    #[tokio::test]
+    async fn a_revocation_the_follower_passes_by_still_cuts_the_connection() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("sqlite://{}", dir.path().join("follow.db").display());
+        let store = Store::open(&url, &PoolSettings::default())
+            .await
+            .expect("open");
+        let practice = store.create_practice("Follow").await.expect("practice");
+        let operator = Actor::operator();
+        let author = || Author {
+            actor: &operator,
+            operation: None,
+            key: None,
+        };
+        let everything = auth::parse_permissions(&["*".to_string()]).expect("permissions");
+
+        for fell_behind in [true, false] {
+            let (token, secret) = auth::issue_api_token(
+                store.practice(&practice.id).by(author()),
+                "follower",
+                &everything,
+                None,
+            )
+            .await
+            .expect("token");
+            let principal = auth::authenticate(&store, None, &secret)
+                .await
+                .expect("authenticated");
+            let (connection, cut) = Connection::new(secret, principal);
+            // Room for two events: four at once and the first two are dropped.
+            let (hub, receiver) = broadcast::channel(2);
+            let mut follower = Follower {
+                store: store.clone(),
+                connection,
+                practice_id: practice.id.clone(),
+                types: vec!["label.created".to_string()],
+                patient_id: None,
+                receiver,
+                last: Position { tx: 0, id: 100 },
+                replaying: false,
+                waiting: VecDeque::new(),
+                lags: Vec::new(),
+            };
+            store
+                .practice(&practice.id)
+                .by(author())
+                .revoke_token(&token.id, TokenKind::Api)
+                .await
+                .expect("revoke")
+                .expect("revoked");
+            if fell_behind {
+                hub.send(Arc::new(revoked(&practice.id, &token.id, 101)))
+                    .expect("sent");
+                for id in 102..105 {
+                    hub.send(Arc::new(label_created(&practice.id, id)))
+                        .expect("sent");
+                }
+            } else {
+                // Before the cursor: as if the catch-up had read past it.
+                hub.send(Arc::new(revoked(&practice.id, &token.id, 99)))
+                    .expect("sent");
+            }
+            let next =
+                tokio::time::timeout(std::time::Duration::from_millis(500), follower.next()).await;
+            assert!(
+                next.is_err(),
+                "fell behind: {fell_behind}: an event was sent: {next:?}"
+            );
+            assert!(
+                matches!(&*cut.borrow(), Some(Cut::Forbidden(_))),
+                "fell behind: {fell_behind}: the connection was not cut"
+            );
+        }
     }
 }
