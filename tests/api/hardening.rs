@@ -236,6 +236,65 @@ async fn a_query_costs_what_it_can_return(#[case] engine: Engine) {
     );
 }
 
+/// Fragments `F0` to `F{levels}`, each but the last spreading the next twice, the last
+/// selecting `last`: `F0` expands to 2^levels copies of `last`.
+fn doubling_fragments(levels: usize, last: &str) -> String {
+    let mut text = String::new();
+    for level in 0..levels {
+        let next = level + 1;
+        text.push_str(&format!(
+            "fragment F{level} on Query {{ ...F{next} ...F{next} }} "
+        ));
+    }
+    text.push_str(&format!("fragment F{levels} on Query {{ {last} }}"));
+    text
+}
+
+/// A document whose fragments expand without measure is refused before anything walks it,
+/// whether the expansion is in an operation the request does not run (behind a signIn, which
+/// takes no token) or in the one it runs, ending in a fragment the document does not define
+/// (which weighs nothing); within the bound, fragments spread many times still run.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn fragments_that_expand_without_measure_are_refused(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let refused = |body: &Value| {
+        assert_eq!(error_code(body), "QUERY_TOO_COMPLEX", "{body}");
+        assert_eq!(
+            body["errors"][0]["extensions"]["limit"], "selections",
+            "{body}"
+        );
+    };
+    for levels in [18, 30] {
+        let behind_sign_in = format!(
+            "mutation A {{ signIn(email: \"nobody@example.com\", password: \"wrong\") {{ token }} }} \
+             query B {{ ...F0 }} {}",
+            doubling_fragments(levels, "__typename")
+        );
+        let raw = app
+            .post_json(
+                None,
+                &json!({ "query": behind_sign_in, "operationName": "A" }),
+            )
+            .await;
+        assert_eq!(raw.status, StatusCode::OK, "{}", raw.body);
+        refused(&raw.body);
+        let undefined_at_the_end =
+            format!("{{ ...F0 }} {}", doubling_fragments(levels, "...Nowhere"));
+        refused(
+            &app.gql(Some(&app.admin_token), &undefined_at_the_end, json!({}))
+                .await,
+        );
+    }
+    // 2^12 selections: within the bound, and within the cost limit.
+    let many = format!("{{ ...F0 }} {}", doubling_fragments(12, "__typename"));
+    let body = app.gql(Some(&app.admin_token), &many, json!({})).await;
+    assert!(body.get("errors").is_none(), "{body}");
+    assert_eq!(body["data"]["__typename"], "Query");
+}
+
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]
 #[case::postgres(Engine::Postgres)]

@@ -21,7 +21,7 @@ use async_graphql::{Name, ServerError};
 use quick_cache::Weighter;
 use quick_cache::sync::Cache;
 
-use super::limits::Measure;
+use super::limits::{self, Measure};
 
 /// Bytes of query text the cache holds at most.
 const BUDGET: u64 = 1 << 20;
@@ -47,6 +47,9 @@ where
 #[derive(Debug)]
 pub struct Parsed {
     pub document: Arc<ExecutableDocument>,
+    /// The selection sets its operations expand to through their fragments, counted once
+    /// ([`limits::expanded_selections`]).
+    pub expanded: u64,
     /// Measures by the operation's key among named operations (None: the document's only,
     /// anonymous one); at most one for each operation of the document.
     fixed: RwLock<Vec<(Option<Name>, Measure)>>,
@@ -55,6 +58,7 @@ pub struct Parsed {
 impl Parsed {
     fn new(document: ExecutableDocument) -> Parsed {
         Parsed {
+            expanded: limits::expanded_selections(&document),
             document: Arc::new(document),
             fixed: RwLock::default(),
         }

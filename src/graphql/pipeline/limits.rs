@@ -63,7 +63,7 @@ pub struct Measure {
 /// A limit a document broke: which, its value and the limit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Exceeded {
-    /// `depth`, `cost`, `aliases`, `directives` or `documentBytes`.
+    /// `depth`, `cost`, `aliases`, `directives`, `documentBytes` or `selections`.
     pub limit: &'static str,
     pub value: u64,
     pub max: u64,
@@ -85,6 +85,10 @@ impl Exceeded {
             "directives" => {
                 format!("The query uses {value} directives, more than the limit of {max}")
             }
+            "selections" => format!(
+                "The document's operations expand to {value} selections through their \
+                 fragments, more than the limit of {max}: spread each fragment fewer times"
+            ),
             _ => format!("The query document is {value} bytes long, more than the limit of {max}"),
         }
     }
@@ -349,6 +353,61 @@ pub fn bracket_nesting(document: &str) -> usize {
         i += 1;
     }
     deepest
+}
+
+/// The most selection sets a document's operations may expand to through their fragments (see
+/// [`expanded_selections`]). A query within the cost limit expands to at most 10,000; a
+/// document that sends a client's every operation, each within it, a few times that.
+pub const MAX_EXPANDED_SELECTIONS: u64 = 100_000;
+
+/// How many selection sets walking every operation of `doc`, chosen or not, visits when each
+/// fragment spread is walked where it is spread, as async-graphql's check of recursion depth
+/// walks them before anything else looks at the document, unbounded but for a depth of 32,
+/// without yielding: a fragment that spreads another twice, which spreads the next twice, and
+/// so on 30 deep, is 2^31 visits, tens of seconds of a runtime thread for a request of a
+/// kilobyte. Counted here with each fragment's count taken once, saturating; a fragment that
+/// spreads itself counts without end (the document is invalid: it is refused either way). A
+/// spread of a fragment the document does not define is walked as nothing, as there.
+pub fn expanded_selections(doc: &ExecutableDocument) -> u64 {
+    fn set<'d>(
+        doc: &'d ExecutableDocument,
+        selections: &'d SelectionSet,
+        counted: &mut HashMap<&'d str, Option<u64>>,
+    ) -> u64 {
+        let mut visits: u64 = 1;
+        for item in &selections.items {
+            let inner = match &item.node {
+                Selection::Field(field) if field.node.selection_set.node.items.is_empty() => 0,
+                Selection::Field(field) => set(doc, &field.node.selection_set.node, counted),
+                Selection::InlineFragment(inline) => {
+                    set(doc, &inline.node.selection_set.node, counted)
+                }
+                Selection::FragmentSpread(spread) => {
+                    let name = &spread.node.fragment_name.node;
+                    match counted.get(name.as_str()) {
+                        Some(Some(known)) => *known,
+                        // Being counted: it spreads itself.
+                        Some(None) => u64::MAX,
+                        None => match doc.fragments.get(name) {
+                            None => 0,
+                            Some(fragment) => {
+                                counted.insert(name.as_str(), None);
+                                let count = set(doc, &fragment.node.selection_set.node, counted);
+                                counted.insert(name.as_str(), Some(count));
+                                count
+                            }
+                        },
+                    }
+                }
+            };
+            visits = visits.saturating_add(inner);
+        }
+        visits
+    }
+    let mut counted = HashMap::new();
+    doc.operations.iter().fold(0u64, |total, (_, operation)| {
+        total.saturating_add(set(doc, &operation.node.selection_set.node, &mut counted))
+    })
 }
 
 /// Measures the operation `op` of `doc`, with `variables` as sent, and says whether the

@@ -122,6 +122,13 @@ pub fn prepare(
         .parse(&params.query)
         .map_err(|e| Rejection::new(Stop::Document, code::GRAPHQL_PARSE_FAILED, e.message))?;
     let document = parsed.document.clone();
+    if parsed.expanded > limits::MAX_EXPANDED_SELECTIONS {
+        return Err(Rejection::too_complex(&Exceeded {
+            limit: "selections",
+            value: parsed.expanded,
+            max: limits::MAX_EXPANDED_SELECTIONS,
+        }));
+    }
     let name = params.operation_name.clone();
     let (chosen, definition) = choose(&document, name.as_deref()).map_err(|message| {
         Rejection::new(Stop::Document, code::GRAPHQL_VALIDATION_FAILED, message)
