@@ -552,6 +552,27 @@ async fn archiving_records_who_and_why_and_on_hold_stops_bookings(#[case] engine
         data["archivedInfo"]["unarchivedReason"],
         "AUDIT_AND_ADMINISTRATIVE_REASONS"
     );
+    // Who archived and brought back is a staff user: read with `users:read` alone, as a
+    // booking's doctor is; without it, null with FORBIDDEN, and the rest still comes.
+    let who = "query($id: ID!) { patient(id: $id) { archivedInfo { archivedReason archivedBy { email } unarchivedBy { email } } } }";
+    let reader = app.token(&["patients:read"]).await;
+    let body = app.gql(Some(&reader), who, json!({ "id": id })).await;
+    let info = &body["data"]["patient"]["archivedInfo"];
+    assert_eq!(info["archivedReason"], "DECEASED_PATIENT", "{body}");
+    assert_eq!(info["archivedBy"], Value::Null, "{body}");
+    assert_eq!(info["unarchivedBy"], Value::Null, "{body}");
+    let errors = body["errors"].as_array().expect("errors");
+    assert_eq!(errors.len(), 2, "{body}");
+    for error in errors {
+        assert_eq!(error["extensions"]["code"], "FORBIDDEN", "{body}");
+    }
+    let staff_reader = app.token(&["patients:read", "users:read"]).await;
+    let body = app.gql(Some(&staff_reader), who, json!({ "id": id })).await;
+    assert!(body.get("errors").is_none(), "{body}");
+    assert!(
+        body["data"]["patient"]["archivedInfo"]["unarchivedBy"]["email"].is_string(),
+        "{body}"
+    );
     // A free-text reason reads as OTHER among the reasons.
     let body = app
         .ok(

@@ -9,7 +9,7 @@ use super::record::{
     PatientArchivedInfo, PatientNumber, PatientRelationship, PlaceOfBirth, SharingToken,
     enum_value,
 };
-use super::{Address, Booking, Patient, User};
+use super::{Address, Booking, Patient};
 use crate::graphql::access::principal;
 use crate::graphql::error::OrFail;
 use crate::graphql::loaders::{self, load_one};
@@ -271,33 +271,25 @@ impl Patient {
         self.0.ins().map(Ins::from)
     }
     /// When, why and by whom the patient was archived and brought back; null if never.
-    async fn archived_info(&self, ctx: &Context<'_>) -> Result<Option<PatientArchivedInfo>> {
+    async fn archived_info(&self) -> Option<PatientArchivedInfo> {
         let p = &self.0;
         if p.archived_at.is_none() && p.unarchived_at.is_none() {
-            return Ok(None);
+            return None;
         }
-        let user = |id: Option<String>| async move {
-            match id {
-                Some(id) => load_one::<loaders::Users>(ctx, &id)
-                    .await
-                    .map(|u| u.map(User)),
-                None => Ok(None),
-            }
-        };
         let reason = |text: &Option<String>| {
             text.as_deref().map(|t| {
                 enum_value::<PatientArchiveReason>(t).unwrap_or(PatientArchiveReason::Other)
             })
         };
-        Ok(Some(PatientArchivedInfo {
+        Some(PatientArchivedInfo {
             archived_at: p.archived_at.map(DateTime::from_ms),
-            archived_by: user(p.archived_by.clone()).await?,
+            archived_by: p.archived_by.clone(),
             archived_reason: reason(&p.archive_reason),
             archived_comments: p.archive_comments.clone(),
             unarchived_at: p.unarchived_at.map(DateTime::from_ms),
-            unarchived_by: user(p.unarchived_by.clone()).await?,
+            unarchived_by: p.unarchived_by.clone(),
             unarchived_reason: p.unarchive_reason.as_deref().and_then(enum_value),
-        }))
+        })
     }
     /// Postal address.
     async fn address(&self) -> Option<Address> {

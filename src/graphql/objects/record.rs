@@ -3,9 +3,12 @@
 //! communication preferences and archive information, and the enums they use. `Patient`'s
 //! fields (objects/patient.rs) hand these out.
 
-use async_graphql::{Enum, ID, SimpleObject};
+use async_graphql::{ComplexObject, Context, Enum, ID, Result, SimpleObject};
 
 use super::User;
+use crate::auth::{Access, Resource};
+use crate::graphql::access::require;
+use crate::graphql::loaders::{self, load_one};
 use crate::graphql::scalars::DateTime;
 use crate::store::patient_record as stored;
 
@@ -353,19 +356,45 @@ impl From<stored::Ins> for Ins {
 
 /// When, why and by whom a patient was archived, and brought back.
 #[derive(SimpleObject)]
+#[graphql(complex)]
 pub struct PatientArchivedInfo {
     /// When the patient was archived; null once brought back.
     pub archived_at: Option<DateTime>,
-    /// The staff user who archived the patient; null for an API token or the command line.
-    pub archived_by: Option<User>,
+    /// The id of the staff user who archived the patient (see `archivedBy`).
+    #[graphql(skip)]
+    pub archived_by: Option<String>,
     /// Why (OTHER for a reason given as free text).
     pub archived_reason: Option<PatientArchiveReason>,
     /// Comments given on archiving.
     pub archived_comments: Option<String>,
     /// When the patient was last brought back.
     pub unarchived_at: Option<DateTime>,
-    /// The staff user who brought the patient back.
-    pub unarchived_by: Option<User>,
+    /// The id of the staff user who brought the patient back (see `unarchivedBy`).
+    #[graphql(skip)]
+    pub unarchived_by: Option<String>,
     /// Why the patient was brought back.
     pub unarchived_reason: Option<PatientUnarchiveReason>,
+}
+
+#[ComplexObject]
+impl PatientArchivedInfo {
+    /// The staff user who archived the patient; null for an API token or the command line.
+    /// Needs `users:read`, as every staff user reached from a record does: without it, null
+    /// with a FORBIDDEN error, and the rest is still returned.
+    async fn archived_by(&self, ctx: &Context<'_>) -> Result<Option<User>> {
+        staff_user(ctx, self.archived_by.as_deref()).await
+    }
+    /// The staff user who brought the patient back. Needs `users:read`, as `archivedBy`.
+    async fn unarchived_by(&self, ctx: &Context<'_>) -> Result<Option<User>> {
+        staff_user(ctx, self.unarchived_by.as_deref()).await
+    }
+}
+
+/// The staff user `id` names, for a holder of `users:read`.
+async fn staff_user(ctx: &Context<'_>, id: Option<&str>) -> Result<Option<User>> {
+    let Some(id) = id else {
+        return Ok(None);
+    };
+    require(ctx, Resource::Users, Access::Read)?;
+    Ok(load_one::<loaders::Users>(ctx, id).await?.map(User))
 }
