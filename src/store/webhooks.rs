@@ -96,6 +96,8 @@ pub struct Claimed {
     pub event_type: String,
     pub identifiers: String,
     pub attempts: i64,
+    /// The attempts made before its schedule started (a redelivery starts one afresh).
+    pub schedule_from: i64,
     pub url: String,
     pub headers: String,
     pub secret: String,
@@ -214,6 +216,9 @@ impl PracticeStore<'_> {
         let mut tx = self.begin_write().await?;
         let url = fields.url.unwrap_or_default();
         let types = fields.event_types.unwrap_or_default();
+        // Two at once on PostgreSQL (a retry through two instances) would each find the other
+        // not yet there: the practice's row orders them, as SQLite's one writer does.
+        self.lock_practice(&mut tx).await?;
         if let Some(taken) = self.same_url_and_type(&mut tx, None, &url, &types).await? {
             return Ok(Err(taken.into()));
         }
@@ -270,6 +275,7 @@ impl PracticeStore<'_> {
                 .unwrap_or_default(),
         };
         let url = fields.url.clone().unwrap_or(current.url.clone());
+        self.lock_practice(&mut tx).await?;
         if let Some(taken) = self
             .same_url_and_type(&mut tx, Some(id), &url, &types)
             .await?
@@ -295,6 +301,19 @@ impl PracticeStore<'_> {
         .await?;
         if fields.event_types.is_some() {
             self.set_webhook_types(&mut tx, id, &types).await?;
+        }
+        if current.delivery_paused == 0 && paused != 0 {
+            // Paused by hand: what was to go out waits, retries included, as a pause by the
+            // receiver's 410 makes it wait. One being sent now ends as its attempt does (a
+            // retry of it waits too: see `finish_attempt`).
+            sqlx::query(
+                "UPDATE webhook_deliveries SET status = 'paused', next_attempt_at = NULL \
+                 WHERE practice_id = $1 AND subscription_id = $2 AND status = 'pending'",
+            )
+            .bind(self.practice_id)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
         }
         if current.delivery_paused != 0 && paused == 0 {
             // Delivery resumes with what waited while it was paused: nothing is lost.
@@ -415,7 +434,7 @@ impl PracticeStore<'_> {
         let mut tx = self.begin_write().await?;
         let sql = format!(
             "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $3, \
-             lease_until = NULL WHERE practice_id = $1 AND id = $2 AND status <> 'pending' \
+             lease_until = NULL, schedule_from = attempts WHERE practice_id = $1 AND id = $2 AND status <> 'pending' \
              AND subscription_id IN (SELECT id FROM webhook_subscriptions \
              WHERE practice_id = $1 AND deleted_at IS NULL) RETURNING {DELIVERY_COLUMNS}"
         );
@@ -546,7 +565,7 @@ impl Store {
             .await?;
             let row: Option<Claimed> = sqlx::query_as(
                 "SELECT d.practice_id, d.id, d.subscription_id, d.event_id, d.event_type, \
-                 d.identifiers, d.attempts, s.url, s.headers, s.secret, s.previous_secret, \
+                 d.identifiers, d.attempts, d.schedule_from, s.url, s.headers, s.secret, s.previous_secret, \
                  s.previous_secret_until FROM webhook_deliveries d \
                  JOIN webhook_subscriptions s ON s.practice_id = d.practice_id \
                  AND s.id = d.subscription_id WHERE d.practice_id = $1 AND d.id = $2",
@@ -587,10 +606,10 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         // Failing since when: cleared by a success, kept from the first failure.
-        let failing_since: Option<(Option<i64>,)> = sqlx::query_as(
+        let failing_since: Option<(Option<i64>, i64)> = sqlx::query_as(
             "UPDATE webhook_subscriptions SET failing_since = CASE WHEN $3 = 1 THEN NULL \
              ELSE COALESCE(failing_since, $4) END WHERE practice_id = $1 AND id = $2 \
-             RETURNING failing_since",
+             RETURNING failing_since, delivery_paused",
         )
         .bind(&delivery.practice_id)
         .bind(&delivery.subscription_id)
@@ -599,12 +618,15 @@ impl Store {
         .fetch_optional(&mut *tx)
         .await?;
         let failing_for = failing_since
-            .and_then(|(since,)| since)
+            .and_then(|(since, _)| since)
             .map_or(0, |since| now - since);
+        // Paused by hand while this attempt was on its way: its retry waits with the rest.
+        let paused = failing_since.is_some_and(|(_, paused)| paused != 0);
         let pause = outcome.gone || (!success && failing_for >= give_up_after);
         let status = match (success, pause, outcome.retry_at) {
             (true, _, _) => "delivered",
             (false, true, _) => "paused",
+            (false, false, Some(_)) if paused => "paused",
             (false, false, Some(_)) => "pending",
             (false, false, None) => "failed",
         };
@@ -650,13 +672,14 @@ impl Store {
         Ok(())
     }
 
-    /// Deletes up to `batch` deliveries made before `before` that wait for nothing (delivered,
-    /// failed or paused), with their attempts; returns how many.
+    /// Deletes up to `batch` deliveries made before `before` that wait for nothing (delivered
+    /// or failed), with their attempts; returns how many. A paused one waits for its
+    /// subscription to be resumed, however long that takes, and is kept.
     pub async fn forget_deliveries(&self, before: i64, batch: u32) -> StoreResult<u64> {
         let mut tx = self.begin_write().await?;
         let old: Vec<(String, String)> = sqlx::query_as(
             "SELECT practice_id, id FROM webhook_deliveries WHERE created_at < $1 \
-             AND status <> 'pending' LIMIT $2",
+             AND status IN ('delivered', 'failed') LIMIT $2",
         )
         .bind(before)
         .bind(i64::from(batch))

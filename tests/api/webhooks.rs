@@ -361,6 +361,77 @@ async fn gone_pauses_the_subscription_until_it_is_resumed(#[case] engine: Engine
     assert_eq!(titles.len(), 2, "both labels' events were delivered");
 }
 
+/// Paused by hand, a subscription's deliveries wait as they do after a 410: a retry already
+/// scheduled does not go out, the retention's sweep keeps what waits (it deletes only what is
+/// delivered or failed), and all of it goes out once resumed.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn paused_by_hand_the_retries_wait_and_are_kept(#[case] engine: Engine) {
+    let mut receiver = receiver!();
+    let app = spawn!(engine, config(&[0, 1000, 1000]));
+    let hook = subscribe(&app, &receiver.url, &["label.created"]).await;
+    let id = hook["id"].as_str().expect("id");
+    receiver
+        .secrets(&[hook["secret"].as_str().expect("secret")])
+        .await;
+    app.label("Delivered").await;
+    receiver.expect().await;
+    wait_for_status(&app, id, "delivered").await;
+    receiver.answer(&[500]).await;
+    app.label("Retried").await;
+    let failed = receiver.expect().await;
+    assert_eq!(failed["status"], 500);
+    let pause = "mutation($id: ID!, $p: Boolean) { updateWebhook(id: $id, input: { deliveryPaused: $p }) { data { deliveryPaused } error } }";
+    let paused = app.ok(pause, json!({ "id": id, "p": true })).await;
+    assert_eq!(paused["updateWebhook"]["data"]["deliveryPaused"], true);
+    // The retry was due a second after the first attempt.
+    receiver.expect_nothing(Duration::from_millis(2500)).await;
+    let waiting = wait_for_status(&app, id, "paused").await;
+    assert_eq!(waiting["nextAttemptAt"], Value::Null, "{waiting}");
+
+    // A sweep that keeps nothing old deletes what was delivered, and keeps what waits.
+    practice_api::events::retention::sweep(&app.store, Duration::ZERO).await;
+    let kept = deliveries(&app, id).await;
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(kept[0]["status"], "paused");
+
+    app.ok(pause, json!({ "id": id, "p": false })).await;
+    let resumed = receiver.expect().await;
+    assert_eq!(resumed["status"], 200);
+    assert_eq!(resumed["id"], failed["id"], "the waiting delivery went out");
+    wait_for_status(&app, id, "delivered").await;
+}
+
+/// The same URL and event type in two live subscriptions is refused, also when the two are
+/// asked for at once (a client's retry through two instances of a PostgreSQL deployment).
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn the_same_subscription_asked_for_at_once_is_made_once(#[case] engine: Engine) {
+    let app = spawn!(engine, config(&[0]));
+    let create =
+        "mutation($i: CreateWebhookInput!) { createWebhook(input: $i) { data { id } error } }";
+    for round in 0..5 {
+        let input = json!({ "i": {
+            "url": format!("https://hooks.example.com/{round}"),
+            "eventTypes": ["label.created"],
+            "label": "at once",
+        } });
+        let answers = futures_util::future::join_all(
+            (0..8).map(|_| app.gql(Some(&app.admin_token), create, input.clone())),
+        )
+        .await;
+        let made = answers
+            .iter()
+            .filter(|body| body["data"]["createWebhook"]["data"].is_object())
+            .count();
+        assert_eq!(made, 1, "round {round}: {answers:?}");
+    }
+}
+
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]
 #[case::postgres(Engine::Postgres)]
@@ -401,7 +472,7 @@ async fn a_rotated_secret_signs_beside_the_old_one(#[case] engine: Engine) {
 #[tokio::test]
 async fn a_delivery_can_be_sent_again(#[case] engine: Engine) {
     let mut receiver = receiver!();
-    let app = spawn!(engine, config(&[0]));
+    let app = spawn!(engine, config(&[0, 200, 200]));
     let hook = subscribe(&app, &receiver.url, &["label.created"]).await;
     let id = hook["id"].as_str().expect("id");
     receiver
@@ -420,6 +491,35 @@ async fn a_delivery_can_be_sent_again(#[case] engine: Engine) {
     let second = receiver.expect().await;
     assert_eq!(second["id"], first["id"]);
     assert_eq!(second["verified"], json!([0]));
+
+    // A delivery that failed every attempt, sent again: a fresh schedule of attempts, each
+    // numbered after the ones before.
+    receiver.answer(&[500, 500, 500, 500]).await;
+    app.label("Failing").await;
+    for _ in 0..3 {
+        assert_eq!(receiver.expect().await["status"], 500);
+    }
+    let failed = wait_for_status(&app, id, "failed").await;
+    assert_eq!(failed["attempt"], 3);
+    let again = app
+        .ok(
+            "mutation($d: ID!) { redeliverWebhook(deliveryId: $d) { data { id status } error } }",
+            json!({ "d": failed["id"] }),
+        )
+        .await;
+    assert_eq!(again["redeliverWebhook"]["error"], Value::Null, "{again}");
+    assert_eq!(receiver.expect().await["status"], 500);
+    assert_eq!(receiver.expect().await["status"], 200);
+    let delivered = wait_for_status(&app, id, "delivered").await;
+    assert_eq!(delivered["attempt"], 5);
+    let numbers: Vec<i64> = delivered["attempts"]
+        .as_array()
+        .expect("attempts")
+        .iter()
+        .map(|a| a["attempt"].as_i64().expect("attempt"))
+        .collect();
+    assert_eq!(numbers, vec![1, 2, 3, 4, 5]);
+
     let unknown = app
         .ok(
             "mutation { redeliverWebhook(deliveryId: \"nope\") { data { id } error } }",

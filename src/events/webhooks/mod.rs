@@ -226,7 +226,8 @@ async fn attempt(
     delivery: &Claimed,
 ) -> Outcome {
     let sent = send(client, settings, delivery).await;
-    let number = usize::try_from(delivery.attempts).unwrap_or(0) + 1;
+    // This attempt's place in the delivery's schedule (a redelivery starts one afresh).
+    let number = usize::try_from(delivery.attempts - delivery.schedule_from).unwrap_or(0) + 1;
     let next = settings.schedule.get(number).copied();
     let (response_status, error, retry_after, gone) = match sent {
         Ok((status, _)) if (200..300).contains(&status) => {
