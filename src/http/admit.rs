@@ -52,7 +52,7 @@ pub async fn admit(
     let request_hash = key.as_ref().map(|_| idempotency::request_hash(&params));
     let prepared = app.pipeline.prepare(params)?;
     seen.operation = Some(prepared.operation.metric_name());
-    if parts.method == Method::GET && prepared.kind() == OperationKind::Mutation {
+    if from_query_string_of(parts) && prepared.kind() == OperationKind::Mutation {
         return Err(Rejection::new(
             Stop::WrongMethod,
             code::BAD_REQUEST,
@@ -76,9 +76,17 @@ pub async fn admit(
     })
 }
 
-/// The request's parameters: from the query string of a GET, from the JSON body of a POST.
+/// Whether the request's parameters are in its query string: a GET's, and a HEAD's, which
+/// is a GET without the body of the answer (axum routes it to the GET handler, and hyper reads
+/// a body whatever the method: read as a POST, it ran mutations).
+fn from_query_string_of(parts: &Parts) -> bool {
+    parts.method == Method::GET || parts.method == Method::HEAD
+}
+
+/// The request's parameters: from the query string of a GET (or HEAD), from the JSON body of
+/// a POST.
 async fn read_params(app: &AppState, parts: &Parts, body: Body) -> Result<Params, Rejection> {
-    let read = if parts.method == Method::GET {
+    let read = if from_query_string_of(parts) {
         from_query_string(parts.uri.query().unwrap_or(""))
     } else {
         if !is_json_content(&parts.headers) {

@@ -287,6 +287,35 @@ async fn get_runs_queries_and_refuses_mutations(#[case] engine: Engine) {
         raw.headers.get("allow").and_then(|v| v.to_str().ok()),
         Some("POST")
     );
+    // HEAD is a GET without the answer's body: a query from the query string, a mutation
+    // refused, whatever a body says.
+    let raw = app
+        .send(
+            app.client
+                .head(&app.url)
+                .query(&[("query", "{ __typename }")])
+                .header("x-token", &app.admin_token),
+        )
+        .await;
+    assert_eq!(raw.status, StatusCode::OK);
+    for (query, status) in [
+        (
+            "mutation { createLabel(title: \"Y\") { error } }",
+            StatusCode::METHOD_NOT_ALLOWED,
+        ),
+        ("{ __typename }", StatusCode::OK),
+    ] {
+        let raw = app
+            .send(
+                app.client
+                    .head(&app.url)
+                    .query(&[("query", query)])
+                    .header("x-token", &app.admin_token)
+                    .json(&json!({ "query": "mutation { createLabel(title: \"Z\") { error } }" })),
+            )
+            .await;
+        assert_eq!(raw.status, status, "{query}");
+    }
     let labels = app.ok("{ labels { data { id } } }", json!({})).await;
     assert_eq!(labels["labels"]["data"], json!([]), "nothing was written");
 }
