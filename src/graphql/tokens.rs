@@ -16,7 +16,8 @@ pub struct TokenQueries;
 
 #[Object]
 impl TokenQueries {
-    /// The practice's API tokens, newest first, revoked ones included. Needs `settings`.
+    /// The practice's API tokens, at most 200: every one that works, newest first, then the
+    /// newest of those revoked or expired. Needs `settings`.
     async fn api_tokens(&self, ctx: &Context<'_>) -> Result<Option<Vec<Option<ApiToken>>>> {
         let principal = authorize(ctx, OperationKind::Query)?;
         let tokens = store(ctx)

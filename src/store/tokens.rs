@@ -151,15 +151,19 @@ impl PracticeStore<'_> {
         .await?)
     }
 
-    /// The practice's API tokens, the newest first, as many as it may have live (sign-in
-    /// tokens are not listed).
+    /// The practice's API tokens, as many as it may have live (sign-in tokens are not
+    /// listed): those that work first, then those revoked or expired, each the newest first.
+    /// Every token that works is listed, however many were revoked since it was made (by
+    /// newest alone, 200 made and revoked hid one that still works).
     pub async fn list_api_tokens(&self) -> StoreResult<Vec<Token>> {
         let sql = format!(
             "SELECT {TOKEN_COLUMNS} FROM tokens WHERE practice_id = $1 AND kind = 'api' \
-             ORDER BY created_at DESC, id DESC LIMIT {MAX_API_TOKENS}"
+             ORDER BY CASE WHEN revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2) \
+             THEN 0 ELSE 1 END, created_at DESC, id DESC LIMIT {MAX_API_TOKENS}"
         );
         Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(self.practice_id)
+            .bind(now_ms())
             .fetch_all(self.read())
             .await?)
     }

@@ -779,6 +779,39 @@ async fn api_tokens_and_sessions_are_bounded(#[case] engine: Engine) {
     assert_eq!(swept, 1);
 }
 
+/// More tokens made and revoked than `apiTokens` lists hide none that still works: an admin
+/// can always find (and revoke) every token that works.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn revoked_tokens_hide_none_that_works(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let list = "{ apiTokens { id revoked } }";
+    let before = app.ok(list, json!({})).await;
+    let working = before["apiTokens"].as_array().expect("tokens").clone();
+    assert_eq!(working.len(), 1, "the test's admin token: {before}");
+    for _ in 0..200 {
+        app.token(&["labels:read"]).await;
+        let newest = app.ok(list, json!({})).await["apiTokens"][0]["id"]
+            .as_str()
+            .expect("id")
+            .to_string();
+        practice_api::admin::revoke_token(&app.store, &newest)
+            .await
+            .expect("revoked");
+    }
+    let after = app.ok(list, json!({})).await;
+    let listed = after["apiTokens"].as_array().expect("tokens");
+    assert_eq!(listed.len(), 200);
+    assert_eq!(
+        listed[0]["id"], working[0]["id"],
+        "the one that works comes first"
+    );
+    assert_eq!(listed[0]["revoked"], false);
+    assert!(listed[1..].iter().all(|t| t["revoked"] == true), "{after}");
+}
+
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]
 #[case::postgres(Engine::Postgres)]
