@@ -16,7 +16,7 @@ use crate::domain::limits::{MAX_METADATA_ENTRIES, MAX_SERVICES_PROVIDED};
 use crate::domain::{Denied, Record, Refusal};
 use crate::store::audit::{Actor, Author};
 use crate::store::tokens::{NewToken, TokenKind};
-use crate::store::users::{LinkPurpose, NewLink, NewUser, Profile, User, UserPatch};
+use crate::store::users::{LinkPurpose, NewLink, NewUser, PasswordKept, Profile, User, UserPatch};
 use crate::store::{PracticeStore, Store, StoreError, now_ms};
 use crate::text::{self, MAX_LINE_CHARS};
 
@@ -48,6 +48,12 @@ pub enum StaffError {
     /// changePassword's current password is wrong.
     #[error("The current password is incorrect")]
     WrongPassword,
+    /// changePassword's session ended while the password was checked.
+    #[error("This session has ended: sign in again")]
+    SessionEnded,
+    /// changePassword's current password was tried too often: wait this long.
+    #[error("Too many wrong passwords: try again later")]
+    Throttled(Duration),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("{0}")]
@@ -464,23 +470,44 @@ pub async fn first_admin_link(practice: PracticeStore<'_>) -> StaffResult<Option
 
 /// `changePassword`: the signed-in user `user_id` changes their own password, proving the
 /// current one; every other session of theirs ends, `session` (the caller's) goes on.
+///
+/// Each try of the current password is counted as a sign-in to the user's email from
+/// `address` is ([`super::throttle`]): a session cannot guess the password faster than
+/// signIn can. The change is made only if nothing cut the session off meanwhile (see
+/// [`PracticeStore::change_password`]).
 pub async fn change_password(
     practice: PracticeStore<'_>,
     user_id: &str,
     session: &str,
     current: &str,
     new_password: &str,
+    address: Option<std::net::IpAddr>,
 ) -> StaffResult<User> {
-    let stored = practice
+    let not_found = || StaffError::Refused(Refusal::NotFound(Record::User, user_id.into()));
+    let (stored, email) = practice
         .password_hash(user_id)
         .await?
-        .ok_or_else(|| StaffError::Refused(Refusal::NotFound(Record::User, user_id.into())))?;
-    if current.chars().count() > password::MAX_PASSWORD_CHARS || !verify(current, stored).await? {
+        .ok_or_else(not_found)?;
+    let attempt = super::throttle::admit(practice.store(), &email, address, now_ms())
+        .await?
+        .map_err(StaffError::Throttled)?;
+    if current.chars().count() > password::MAX_PASSWORD_CHARS
+        || !verify(current, stored.clone()).await?
+    {
         return Err(StaffError::WrongPassword);
     }
+    if let Err(error) = super::throttle::succeeded(practice.store(), &attempt).await {
+        tracing::warn!(%error, "could not clear a right password's count");
+    }
     let hash = hash_new(new_password).await?;
-    practice
-        .change_password(user_id, &hash, session)
+    match practice
+        .change_password(user_id, &stored, &hash, session)
         .await?
-        .ok_or_else(|| StaffError::Refused(Refusal::NotFound(Record::User, user_id.into())))
+    {
+        Ok(user) => Ok(user),
+        Err(PasswordKept::NoUser) => Err(not_found()),
+        Err(PasswordKept::Disabled) => Err(StaffError::Refused(Refusal::UserDisabled)),
+        Err(PasswordKept::SessionEnded) => Err(StaffError::SessionEnded),
+        Err(PasswordKept::Changed) => Err(StaffError::WrongPassword),
+    }
 }

@@ -37,6 +37,14 @@ pub fn coded(code: &'static str, message: impl Into<String>) -> Error {
     Error::new(message).extend_with(|_, ext| ext.set("code", code))
 }
 
+/// Password guesses for one email (or from one address) past the throttle's free ones, by
+/// signIn or changePassword: RATE_LIMITED, with `extensions.retryAfter` in whole seconds.
+pub fn guesses_throttled(message: impl Into<String>, wait: &std::time::Duration) -> Error {
+    metrics::counter!("practice_sign_in_throttled_total").increment(1);
+    let seconds = crate::auth::seconds(wait);
+    coded(code::RATE_LIMITED, message).extend_with(|_, ext| ext.set("retryAfter", seconds))
+}
+
 /// The caller lacks a permission; the message names it (`Missing permission patients:read`),
 /// and so does `extensions.permission`; `extensions.alternatives` lists the narrower
 /// permissions that would also do (e.g. `query:patient`).

@@ -5,10 +5,10 @@
 use async_graphql::{Context, ID, InputObject, MaybeUndefined, Object, Result};
 
 use super::access::{authorize, writer};
-use super::error::{OrFail, bad_input, code, forbidden, internal, store_failed};
+use super::error::{OrFail, bad_input, code, forbidden, guesses_throttled, internal, store_failed};
 use super::objects::{Session, SignInPayload, User, UserResponsePayload, refusal, unselected};
 use super::scalars::DateTime;
-use super::{ApiSettings, store};
+use super::{ApiSettings, ClientAddress, store};
 use crate::auth::staff::{self, StaffError, StaffInput, WithLink};
 use crate::auth::{Access, OperationKind, Principal, Resource, SignedIn};
 
@@ -224,9 +224,10 @@ fn session_payload(
 
 fn sign_in_refused(ctx: &Context<'_>, error: StaffError) -> Result<SignInPayload> {
     let (code, sentence) = match error {
-        e @ (StaffError::BadLink | StaffError::WrongPassword) => {
+        e @ (StaffError::BadLink | StaffError::WrongPassword | StaffError::SessionEnded) => {
             (code::UNAUTHENTICATED, e.to_string())
         }
+        e @ StaffError::Throttled(wait) => return Err(guesses_throttled(e.to_string(), &wait)),
         StaffError::Refused(r) => {
             return Ok(SignInPayload {
                 error: Some(refusal(ctx, &r)),
@@ -425,6 +426,7 @@ impl StaffMutations {
             &principal.token_id,
             &current_password,
             &new_password,
+            ctx.data_opt::<ClientAddress>().and_then(|a| a.0),
         )
         .await;
         match outcome {

@@ -1,10 +1,10 @@
 //! Staff users, sign-in and the caller's own identity: the `user`, `users`, `currentUser` and
 //! `currentPractice` queries, `signIn` and `signOut`.
 
-use async_graphql::{Context, ErrorExtensions, ID, Object, Result};
+use async_graphql::{Context, ID, Object, Result};
 
 use super::access::{authorize, authorize_write, writer};
-use super::error::{OrFail, bad_input, code, coded, internal, store_failed};
+use super::error::{OrFail, bad_input, code, guesses_throttled, internal, store_failed};
 use super::objects::{
     PageInfo, Practice, ResponsePayload, SignInPayload, User, UserData, envelope, items, unselected,
 };
@@ -144,12 +144,7 @@ impl SessionMutations {
                     ..Default::default()
                 }))
             }
-            Err(e @ SignInError::Throttled(wait)) => {
-                metrics::counter!("practice_sign_in_throttled_total").increment(1);
-                let seconds = auth::seconds(&wait);
-                Err(coded(code::RATE_LIMITED, e.to_string())
-                    .extend_with(|_, ext| ext.set("retryAfter", seconds)))
-            }
+            Err(e @ SignInError::Throttled(wait)) => Err(guesses_throttled(e.to_string(), &wait)),
             Err(e @ SignInError::EmailTooLong) => Err(bad_input(e.to_string())),
             Err(e @ SignInError::Disabled) => {
                 let error = e.to_string();

@@ -498,6 +498,12 @@ pub struct PracticeStore<'a> {
 }
 
 impl<'a> PracticeStore<'a> {
+    /// The store the practice's rows are in, for what is kept across practices (the sign-in
+    /// throttle's counts).
+    pub fn store(&self) -> &'a Store {
+        self.store
+    }
+
     /// The store as a staff user of these access groups sees it: a patient in other groups
     /// (and none of theirs) does not exist for them, in any read or write of patients. None
     /// sees every patient.

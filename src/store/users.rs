@@ -296,6 +296,18 @@ impl Keyed for User {
     }
 }
 
+/// Why a changePassword changed nothing, found in its own transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PasswordKept {
+    NoUser,
+    /// The user was disabled meanwhile.
+    Disabled,
+    /// The session changing it ended meanwhile (signed out, revoked, expired).
+    SessionEnded,
+    /// The password was changed or reset meanwhile: the one checked is no longer it.
+    Changed,
+}
+
 impl PracticeStore<'_> {
     /// Adds a staff user, with a set-password link when `link` is given. Refused if the email
     /// is taken: a staff email is unique across practices.
@@ -557,33 +569,72 @@ impl PracticeStore<'_> {
         Ok(Ok(user))
     }
 
-    /// Changes a user's own password; every session of theirs but `keep` ends.
+    /// Changes a user's own password from `checked` (the hash the current password was
+    /// checked against) to `password_hash`; every session of theirs but `keep` ends. Nothing
+    /// changes if, while the password was checked and the new one hashed, the password was
+    /// changed or reset, the session `keep` ended (signed out, revoked) or the user was
+    /// disabled: a cut-off made meanwhile holds.
     pub async fn change_password(
         &self,
         user_id: &str,
+        checked: &str,
         password_hash: &str,
         keep: &str,
-    ) -> StoreResult<Option<User>> {
+    ) -> StoreResult<Result<User, PasswordKept>> {
         let mut tx = self.begin_write().await?;
         let Some(user) = self.user_in(&mut tx, user_id).await? else {
-            return Ok(None);
+            return Ok(Err(PasswordKept::NoUser));
         };
-        self.write_password(&mut tx, user_id, password_hash).await?;
+        if user.is_disabled() {
+            return Ok(Err(PasswordKept::Disabled));
+        }
+        // The session's row held until the commit (PostgreSQL): one revoked meanwhile is seen
+        // revoked, and one revoked later waits for this change and ends after it.
+        let session = format!(
+            "SELECT id FROM tokens WHERE practice_id = $1 AND id = $2 AND user_id = $3 \
+             AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $4){}",
+            self.store.engine.for_update()
+        );
+        let live: Option<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(session))
+            .bind(self.practice_id)
+            .bind(keep)
+            .bind(user_id)
+            .bind(now_ms())
+            .fetch_optional(&mut *tx)
+            .await?;
+        if live.is_none() {
+            return Ok(Err(PasswordKept::SessionEnded));
+        }
+        let written = sqlx::query(
+            "UPDATE users SET password_hash = $3, updated_at = $4 \
+             WHERE practice_id = $1 AND id = $2 AND password_hash = $5",
+        )
+        .bind(self.practice_id)
+        .bind(user_id)
+        .bind(password_hash)
+        .bind(now_ms())
+        .bind(checked)
+        .execute(&mut *tx)
+        .await?;
+        if written.rows_affected() == 0 {
+            return Ok(Err(PasswordKept::Changed));
+        }
         self.end_sessions(&mut tx, user_id, Some(keep)).await?;
         self.commit(tx, Event::of("change_password", "user", user_id))
             .await?;
-        Ok(Some(user))
+        Ok(Ok(user))
     }
 
-    /// The hash of the password a user has now, for changePassword to check.
-    pub async fn password_hash(&self, user_id: &str) -> StoreResult<Option<String>> {
-        let row: Option<(String,)> =
-            sqlx::query_as("SELECT password_hash FROM users WHERE practice_id = $1 AND id = $2")
-                .bind(self.practice_id)
-                .bind(user_id)
-                .fetch_optional(self.read())
-                .await?;
-        Ok(row.map(|(hash,)| hash))
+    /// The hash of the password a user has now and their email, for changePassword to check
+    /// (and throttle, as sign-ins to that email are).
+    pub async fn password_hash(&self, user_id: &str) -> StoreResult<Option<(String, String)>> {
+        Ok(sqlx::query_as(
+            "SELECT password_hash, email FROM users WHERE practice_id = $1 AND id = $2",
+        )
+        .bind(self.practice_id)
+        .bind(user_id)
+        .fetch_optional(self.read())
+        .await?)
     }
 
     /// Records that a user signed in at `at`. Not a change to what anyone may do: PostgreSQL's

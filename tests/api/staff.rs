@@ -399,6 +399,71 @@ async fn changing_ones_password_ends_the_other_sessions(#[case] engine: Engine) 
     assert_eq!(error_code(&api), "BAD_USER_INPUT", "{api}");
 }
 
+/// changePassword's tries of the current password count as sign-ins to the user's email do:
+/// past the free ones it is RATE_LIMITED (with `retryAfter`), and so is signIn, so that a
+/// stolen session guesses no faster than signIn lets anyone. And a change whose session ended,
+/// or whose password was changed or reset, while the password was checked, changes nothing:
+/// the store's own conditions, asked as the resolver asks them.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn guesses_through_a_session_are_throttled_and_a_cut_off_holds(#[case] engine: Engine) {
+    use practice_api::store::audit::{Actor, Author};
+    use practice_api::store::tokens::TokenKind;
+    use practice_api::store::users::PasswordKept;
+
+    let app = spawn!(engine);
+    let (id, here) = signed_in_user(&app, "kim@example.com", "practitioner").await;
+    let change = "mutation($c: String!, $n: String!) { changePassword(currentPassword: $c, \
+                  newPassword: $n) { error } }";
+    let guess = json!({ "c": "not it at all", "n": NEW_PASSWORD });
+    for _ in 0..5 {
+        let wrong = app.gql(Some(&here), change, guess.clone()).await;
+        assert_eq!(
+            wrong["data"]["changePassword"]["error"], "The current password is incorrect",
+            "{wrong}"
+        );
+    }
+    let throttled = app.gql(Some(&here), change, guess).await;
+    assert_eq!(error_code(&throttled), "RATE_LIMITED", "{throttled}");
+    assert!(
+        throttled["errors"][0]["extensions"]["retryAfter"].is_u64(),
+        "{throttled}"
+    );
+    let sign_in_too = sign_in(&app, "kim@example.com", PASSWORD).await;
+    assert_eq!(error_code(&sign_in_too), "RATE_LIMITED", "{sign_in_too}");
+
+    let operator = Actor::operator();
+    let practice = app.store.practice(&app.practice_id).by(Author {
+        actor: &operator,
+        operation: None,
+        key: None,
+    });
+    let session = current_session(&app, &here).await;
+    let (stored, email) = practice
+        .password_hash(&id)
+        .await
+        .expect("read")
+        .expect("user");
+    assert_eq!(email, "kim@example.com");
+    let stale = practice
+        .change_password(&id, "the hash checked before a reset", &stored, &session)
+        .await
+        .expect("store");
+    assert_eq!(stale.err(), Some(PasswordKept::Changed));
+    practice
+        .revoke_token(&session, TokenKind::User)
+        .await
+        .expect("revoke")
+        .expect("revoked");
+    let ended = practice
+        .change_password(&id, &stored, &stored, &session)
+        .await
+        .expect("store");
+    assert_eq!(ended.err(), Some(PasswordKept::SessionEnded));
+}
+
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]
 #[case::postgres(Engine::Postgres)]
