@@ -63,11 +63,13 @@ pub async fn handle(app: AppState, parts: Parts, body: Body) -> Response {
             return events(stream::iter([rejection.body()]).boxed());
         }
         Ok(Err(rejection)) => {
-            return Reply::rejected(MediaType::Json, &rejection).into_response(seen.rate);
+            return Reply::rejected(MediaType::GraphqlResponseJson, &rejection)
+                .into_response(seen.rate);
         }
         Err(_) => {
             let rejection = Rejection::timed_out(limit);
-            return Reply::rejected(MediaType::Json, &rejection).into_response(seen.rate);
+            return Reply::rejected(MediaType::GraphqlResponseJson, &rejection)
+                .into_response(seen.rate);
         }
     };
     let results = if admitted.prepared.kind() == OperationKind::Subscription {

@@ -1865,6 +1865,18 @@ async fn subscriptions_and_queries_run_over_server_sent_events(#[case] engine: E
         Some(json!({ "complete": true }))
     );
 
+    // A token that does not work is refused before any stream starts, with its status.
+    let mut refused = sse(
+        &app,
+        "pa_not_a_token",
+        "{ currentPractice { id } }",
+        json!({}),
+    )
+    .await
+    .expect("node");
+    let failed = refused.line_within(WAIT).await.expect("a failure");
+    assert_eq!(failed["status"], 401, "{failed}");
+
     // A subscription, resumed after a cursor, then live; revoking its token ends it with a
     // last result that says why.
     let (token_id, token) = api_token(&app, &["patients:read"], None).await;
