@@ -124,6 +124,16 @@ fn due(first_delay: &str) -> String {
     format!("(next_attempt_at + CASE WHEN attempts = 0 THEN {first_delay} ELSE 0 END)")
 }
 
+/// `flying`: how many deliveries of each subscription are in flight (claimed, their lease not
+/// run out at `now`, a placeholder).
+fn in_flight(now: &str) -> String {
+    format!(
+        "flying AS (SELECT practice_id, subscription_id, COUNT(*) AS n \
+         FROM webhook_deliveries WHERE status = 'pending' AND lease_until >= {now} \
+         GROUP BY practice_id, subscription_id)"
+    )
+}
+
 const DELIVERY_COLUMNS: &str = "id, subscription_id, event_id, event_type, identifiers, status, \
      attempts, next_attempt_at, last_status, last_error, last_attempt_at, created_at";
 
@@ -529,29 +539,58 @@ impl PracticeStore<'_> {
 }
 
 impl Store {
-    /// Claims up to `most` deliveries that are due, in any practice, until `lease_until`. A
-    /// delivery not yet attempted is due `first_delay` milliseconds after it was written.
+    /// Claims up to `most` deliveries that are due, in any practice, until `lease_until`, at
+    /// most `per_subscription` of one subscription in flight at once (on every instance): a
+    /// receiver that does not answer holds that many attempts for their timeout, and every
+    /// other subscription's deliveries go on. A delivery not yet attempted is due
+    /// `first_delay` milliseconds after it was written.
     pub async fn claim_deliveries(
         &self,
         now: i64,
         lease_until: i64,
         most: u32,
+        per_subscription: u32,
         first_delay: i64,
     ) -> StoreResult<Vec<Claimed>> {
         let mut tx = self.begin_write().await?;
+        // Each due delivery with how many of its subscription's are in flight; those of a
+        // subscription at its bound are passed over, and a few times `most` are looked at, so
+        // that one subscription's backlog does not fill the look.
         let sql = format!(
-            "SELECT practice_id, id FROM webhook_deliveries WHERE status = 'pending' \
-             AND {} <= $1 AND (lease_until IS NULL OR lease_until < $1) \
-             ORDER BY next_attempt_at LIMIT $2{}",
+            "WITH {} SELECT d.practice_id, d.id, d.subscription_id, \
+             COALESCE((SELECT f.n FROM flying f WHERE f.practice_id = d.practice_id \
+             AND f.subscription_id = d.subscription_id), 0) FROM webhook_deliveries d \
+             WHERE d.status = 'pending' AND {} <= $1 \
+             AND (d.lease_until IS NULL OR d.lease_until < $1) \
+             AND NOT EXISTS (SELECT 1 FROM flying f WHERE f.practice_id = d.practice_id \
+             AND f.subscription_id = d.subscription_id AND f.n >= $4) \
+             ORDER BY d.next_attempt_at LIMIT $2{}",
+            in_flight("$1"),
             due("$3"),
             self.engine.skip_locked()
         );
-        let due: Vec<(String, String)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .bind(now)
-            .bind(i64::from(most))
-            .bind(first_delay)
-            .fetch_all(&mut *tx)
-            .await?;
+        let candidates: Vec<(String, String, String, i64)> =
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(now)
+                .bind(i64::from(most.saturating_mul(4)))
+                .bind(first_delay)
+                .bind(i64::from(per_subscription))
+                .fetch_all(&mut *tx)
+                .await?;
+        let mut taken: HashMap<(String, String), i64> = HashMap::new();
+        let mut due = Vec::new();
+        for (practice_id, id, subscription_id, flying) in candidates {
+            if due.len() >= most as usize {
+                break;
+            }
+            let count = taken
+                .entry((practice_id.clone(), subscription_id))
+                .or_insert(flying);
+            if *count < i64::from(per_subscription) {
+                *count += 1;
+                due.push((practice_id, id));
+            }
+        }
         let mut claimed = Vec::with_capacity(due.len());
         for (practice_id, id) in due {
             sqlx::query(
@@ -706,14 +745,26 @@ impl Store {
 
     /// When the next pending delivery is due (and not held by a claim), if any is; see
     /// [`Store::claim_deliveries`] for `first_delay`.
-    pub async fn next_delivery_due(&self, first_delay: i64) -> StoreResult<Option<i64>> {
+    pub async fn next_delivery_due(
+        &self,
+        first_delay: i64,
+        per_subscription: u32,
+    ) -> StoreResult<Option<i64>> {
         let due = due("$1");
+        // A subscription with as many in flight as it may have waits for one of them to end
+        // (which wakes the worker), not for its next delivery's time.
         let sql = format!(
-            "SELECT MIN(CASE WHEN lease_until IS NOT NULL AND lease_until > {due} \
-             THEN lease_until ELSE {due} END) FROM webhook_deliveries WHERE status = 'pending'"
+            "WITH {} SELECT MIN(CASE WHEN lease_until IS NOT NULL \
+             AND lease_until > {due} THEN lease_until ELSE {due} END) \
+             FROM webhook_deliveries d WHERE status = 'pending' \
+             AND NOT EXISTS (SELECT 1 FROM flying f WHERE f.practice_id = d.practice_id \
+             AND f.subscription_id = d.subscription_id AND f.n >= $3)",
+            in_flight("$2")
         );
         let next: Option<(Option<i64>,)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(first_delay)
+            .bind(now_ms())
+            .bind(i64::from(per_subscription))
             .fetch_optional(&self.reader)
             .await?;
         Ok(next.and_then(|(at,)| at))

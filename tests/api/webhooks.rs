@@ -432,6 +432,45 @@ async fn the_same_subscription_asked_for_at_once_is_made_once(#[case] engine: En
     }
 }
 
+/// A receiver that takes connections and never answers holds a few places for deliveries,
+/// not all of them: another subscription's delivery, behind its backlog in time, goes out at
+/// once, where it waited for the first attempts' timeout (15 s).
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_receiver_that_never_answers_holds_up_no_other(#[case] engine: Engine) {
+    let mut receiver = receiver!();
+    let app = spawn!(engine, config(&[0, 60_000]));
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("listen");
+    let silent_url = format!("http://{}/hooks", silent.local_addr().expect("address"));
+    let holding = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((connection, _)) = silent.accept().await {
+            held.push(connection);
+        }
+    });
+    subscribe(&app, &silent_url, &["label.created"]).await;
+    for i in 0..30 {
+        app.label(&format!("Backlog {i}")).await;
+    }
+    let hook = subscribe(&app, &receiver.url, &["label.created"]).await;
+    receiver
+        .secrets(&[hook["secret"].as_str().expect("secret")])
+        .await;
+    let started = Instant::now();
+    app.label("Behind the backlog").await;
+    let request = receiver
+        .next(Duration::from_secs(8))
+        .await
+        .expect("the other subscription's delivery, long before the silent one's time out");
+    assert_eq!(request["status"], 200);
+    assert!(started.elapsed() < Duration::from_secs(8));
+    holding.abort();
+}
+
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]
 #[case::postgres(Engine::Postgres)]

@@ -27,6 +27,10 @@ pub const MAX_RESPONSE_BYTES: usize = 4096;
 const LEASE: Duration = Duration::from_secs(60);
 /// Attempts in flight at once, per instance.
 const CONCURRENCY: usize = 16;
+/// Attempts in flight at once to one subscription, on every instance together: a receiver
+/// that takes connections and never answers holds this many places for 15 s each, and every
+/// other subscription's deliveries go out beside them.
+const PER_SUBSCRIPTION: u32 = 8;
 /// A subscription that has failed every attempt for this long is paused.
 pub const GIVE_UP_AFTER: Duration = Duration::from_secs(5 * 24 * 3600);
 /// Shortest time between two looks for deliveries due.
@@ -154,7 +158,13 @@ impl Worker {
         let lease_until = now + millis(LEASE);
         let claimed = match self
             .store
-            .claim_deliveries(now, lease_until, free as u32, self.first_delay())
+            .claim_deliveries(
+                now,
+                lease_until,
+                free as u32,
+                PER_SUBSCRIPTION,
+                self.first_delay(),
+            )
             .await
         {
             Ok(claimed) => claimed,
@@ -205,7 +215,11 @@ impl Worker {
     /// so that a delivery written by another process is found soon.
     async fn until_next_due(&self) -> Duration {
         let most = Duration::from_secs(5);
-        match self.store.next_delivery_due(self.first_delay()).await {
+        match self
+            .store
+            .next_delivery_due(self.first_delay(), PER_SUBSCRIPTION)
+            .await
+        {
             Ok(Some(at)) => {
                 let wait = u64::try_from(at - now_ms()).unwrap_or(0);
                 Duration::from_millis(wait).min(most)
