@@ -103,10 +103,12 @@ pub async fn run(
         };
         let _ = stream.set_nodelay(true);
         let router = app.clone();
+        let (close, closing) = watch::channel(false);
         let ticket = Ticket(Arc::new(Place {
             _held: held,
             _slot: slot,
             stopping: stopping.clone(),
+            closing,
         }));
         let request_ticket = ticket.clone();
         let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
@@ -131,6 +133,9 @@ pub async fn run(
                 Some(closed) => closed,
                 // Too old, or the server stops: closed once its request in flight is answered.
                 None => {
+                    // A response that never ends by itself (an event stream) ends now, with a
+                    // last word, rather than be cut when the drain runs out.
+                    let _ = close.send(true);
                     connection.as_mut().graceful_shutdown();
                     finish(connection, drain).await
                 }
@@ -166,6 +171,8 @@ pub struct Place {
     _held: Held,
     _slot: tokio::sync::OwnedSemaphorePermit,
     stopping: watch::Receiver<bool>,
+    /// Set when the HTTP connection is told to close: it reached its age, or the server stops.
+    closing: watch::Receiver<bool>,
 }
 
 impl Ticket {
@@ -174,9 +181,16 @@ impl Ticket {
         let mut stopping = self.0.stopping.clone();
         stopped(&mut stopping).await;
     }
+
+    /// Completes when the HTTP connection is told to close (its age, or the server stopping)
+    /// and waits only for its response in flight: an event stream then ends.
+    pub async fn closing(&self) {
+        let mut closing = self.0.closing.clone();
+        stopped(&mut closing).await;
+    }
 }
 
-/// Completes when the server is told to stop.
+/// Completes when the flag is set: the server told to stop, or a connection to close.
 async fn stopped(stopping: &mut watch::Receiver<bool>) {
     let _ = stopping.wait_for(|stop| *stop).await;
 }

@@ -8,8 +8,9 @@
 //! As the protocol asks, errors found in the document (validation, limits) come through the
 //! accepted stream, as a `next` with `errors`; a request that cannot be read at all (bad JSON,
 //! no token, over its rate) is refused with its status before any stream starts. When the
-//! token stops working, or the subscriber falls behind, a last `next` says why (code
-//! UNAUTHENTICATED or CONSUMER_TOO_SLOW) before `complete`.
+//! token stops working, the subscriber falls behind, or its connection is told to close (it
+//! reached its age, or the server stops), a last `next` says why (code UNAUTHENTICATED,
+//! CONSUMER_TOO_SLOW or SERVICE_UNAVAILABLE) before `complete`.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use tokio::sync::watch;
 use super::AppState;
 use super::admit::{Admitted, Seen, admit};
 use super::reply::{MediaType, Reply};
+use super::server::Ticket;
 use crate::auth::OperationKind;
 use crate::graphql::error::code;
 use crate::graphql::events::{Connection, Cut};
@@ -73,7 +75,7 @@ pub async fn handle(app: AppState, parts: Parts, body: Body) -> Response {
         }
     };
     let results = if admitted.prepared.kind() == OperationKind::Subscription {
-        subscription(&app, admitted)
+        subscription(&app, admitted, parts.extensions.get::<Ticket>().cloned())
     } else {
         let Admitted {
             prepared, caller, ..
@@ -94,7 +96,11 @@ pub async fn handle(app: AppState, parts: Parts, body: Body) -> Response {
 
 /// A subscription's results: one per event, until the client goes away, the token stops
 /// working or the subscriber falls behind (a last result says which).
-fn subscription(app: &AppState, admitted: Admitted) -> BoxStream<'static, Value> {
+fn subscription(
+    app: &AppState,
+    admitted: Admitted,
+    ticket: Option<Ticket>,
+) -> BoxStream<'static, Value> {
     let Admitted {
         prepared,
         caller,
@@ -124,6 +130,7 @@ fn subscription(app: &AppState, admitted: Admitted) -> BoxStream<'static, Value>
         cuts,
         connection,
         expires_at,
+        ticket,
         done: false,
     };
     stream::unfold(state, |mut state| async move {
@@ -144,6 +151,8 @@ struct Following {
     /// Held for the subscription's life: the cuts come through it.
     connection: Arc<Connection>,
     expires_at: Option<i64>,
+    /// The HTTP connection's place, which says when it is told to close.
+    ticket: Option<Ticket>,
     done: bool,
 }
 
@@ -159,6 +168,12 @@ impl Following {
                 None => std::future::pending().await,
             }
         };
+        let closing = async {
+            match &self.ticket {
+                Some(ticket) => ticket.closing().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             result = self.results.next() => match result? {
                 Ok(executed) => Some((false, executed.body)),
@@ -168,6 +183,7 @@ impl Following {
                 let cut = cut.ok().and_then(|cut| cut.clone());
                 Some((true, cut_body(cut)))
             },
+            () = closing => Some((true, closing_body())),
             () = expiry => {
                 self.connection.cut(Cut::Forbidden("The token has expired".into()));
                 Some((true, cut_body(Some(Cut::Forbidden("The token has expired".into())))))
@@ -184,6 +200,17 @@ fn cut_body(cut: Option<Cut>) -> Value {
         None => (code::UNAUTHENTICATED, "The subscription ended".to_string()),
     };
     json!({ "errors": [{ "message": message, "extensions": { "code": code } }] })
+}
+
+/// The last result of a subscription whose connection closes: it reached its age
+/// (`PRACTICE_MAX_CONNECTION_AGE`), or the server stops. The client subscribes again, on a
+/// new connection, after the last event it got.
+fn closing_body() -> Value {
+    json!({ "errors": [{
+        "message": "This connection is closing (it reached its age, or the server stops): \
+                    subscribe again with after: the id of the last event received",
+        "extensions": { "code": code::SERVICE_UNAVAILABLE },
+    }] })
 }
 
 /// Results as the protocol's events: a `next` each, then `complete`.

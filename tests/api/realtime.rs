@@ -1917,6 +1917,41 @@ async fn subscriptions_and_queries_run_over_server_sent_events(#[case] engine: E
     assert_ne!(seed, kept);
 }
 
+/// A subscription over Server-Sent Events whose connection reaches its age ends with a last
+/// result that says to subscribe again, then `complete`, rather than being cut off.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn an_event_stream_ends_with_a_word_when_its_connection_ages(#[case] engine: Engine) {
+    let app = spawn!(
+        engine,
+        ServeConfig {
+            max_connection_age: Duration::from_secs(2),
+            ..test_config()
+        }
+    );
+    let Some(mut subscriber) = sse(&app, &app.admin_token, &subscription(), json!({})).await else {
+        return;
+    };
+    assert_eq!(
+        subscriber.line_within(WAIT).await,
+        Some(json!({ "connected": true }))
+    );
+    let last = subscriber
+        .line_within(Duration::from_secs(6))
+        .await
+        .expect("a last result");
+    assert_eq!(
+        last["next"]["errors"][0]["extensions"]["code"], "SERVICE_UNAVAILABLE",
+        "{last}"
+    );
+    assert_eq!(
+        subscriber.line_within(WAIT).await,
+        Some(json!({ "complete": true }))
+    );
+}
+
 /// A subscription sent as a plain JSON request is refused with the ways to run one.
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]
