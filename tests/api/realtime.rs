@@ -1306,12 +1306,27 @@ async fn pings_queries_mutations_and_errors_over_the_socket(#[case] engine: Engi
     ws.error("v2").await;
     ws.still_open(&app).await;
 
-    // A permission error: an `error` message too.
+    // A permission error over the socket is what it is over HTTP: the fields the token may
+    // read answered, the others null with FORBIDDEN, in a `next`.
     let bookings_only = app.token(&["bookings:read"]).await;
     let mut ws = Ws::connect(&app, &bookings_only).await;
-    ws.subscribe("p", "{ patients { data { id } } }", json!({}))
-        .await;
-    assert_eq!(ws.error("p").await[0]["extensions"]["code"], "FORBIDDEN");
+    ws.subscribe(
+        "q",
+        "{ bookings { data { id } } patients { data { id } } }",
+        json!({}),
+    )
+    .await;
+    let result = ws.single("q").await;
+    assert_eq!(result["data"]["bookings"]["data"], json!([]), "{result}");
+    assert_eq!(result["data"]["patients"], Value::Null, "{result}");
+    assert_eq!(
+        result["errors"][0]["extensions"]["code"], "FORBIDDEN",
+        "{result}"
+    );
+    assert_eq!(
+        result["errors"][0]["extensions"]["permission"], "patients:read",
+        "{result}"
+    );
     ws.still_open(&app).await;
 }
 

@@ -225,18 +225,29 @@ impl Pipeline {
     }
 
     /// Checks that `principal` may run every root field of `prepared`, before it runs: a
-    /// subscription's refusal is an `error` message rather than an event.
+    /// subscription's refusal is an `error` message rather than an event, and a response kept
+    /// for an idempotent retry is sent whole or not at all. (A query or mutation that runs
+    /// is refused field by field, by each field's guard, and returns what it may.)
     pub fn permit(&self, prepared: &Prepared, principal: &Principal) -> Result<(), Rejection> {
         let kind = prepared.kind();
         for field in prepared.operation.roots.values() {
             if let Err(Missing::Permission(permission)) =
                 auth::may_call(&principal.permissions, kind, field)
             {
-                return Err(Rejection::new(
+                // As the field's own guard says it (`error::forbidden`).
+                let mut rejection = Rejection::new(
                     Stop::Forbidden,
                     code::FORBIDDEN,
                     format!("Missing permission {permission}"),
-                ));
+                );
+                rejection.details = vec![
+                    ("permission", serde_json::json!(permission.to_string())),
+                    (
+                        "alternatives",
+                        serde_json::json!([format!("{}:{field}", kind.as_str())]),
+                    ),
+                ];
+                return Err(rejection);
             }
         }
         Ok(())
