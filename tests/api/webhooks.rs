@@ -681,18 +681,28 @@ async fn webhooks_need_their_permissions(#[case] engine: Engine) {
     let reader = app.token(&["webhooks:read"]).await;
     let settings = app.token(&["settings"]).await;
     let nothing = app.token(&["patients:read"]).await;
+    let with_headers = "mutation($id: ID!) { updateWebhook(id: $id, input: { headers: [{ key: \"authorization\", value: \"Bearer receiver-credential\" }] }) { error } }";
+    let updated = app.ok(with_headers, json!({ "id": hook["id"] })).await;
+    assert_eq!(updated["updateWebhook"]["error"], Value::Null, "{updated}");
+    let held = "query($id: ID!) { webhook(id: $id) { id secret headers { key value } } }";
     let read = app
-        .gql(
-            Some(&reader),
-            "query($id: ID!) { webhook(id: $id) { id secret } }",
-            json!({ "id": hook["id"] }),
-        )
+        .gql(Some(&reader), held, json!({ "id": hook["id"] }))
         .await;
     assert_eq!(read["data"]["webhook"]["id"], hook["id"]);
     assert_eq!(
         read["data"]["webhook"]["secret"],
         Value::Null,
         "the secret is for writers"
+    );
+    assert_eq!(
+        read["data"]["webhook"]["headers"],
+        Value::Null,
+        "the headers carry the receiver's credentials: for writers too"
+    );
+    let written = app.ok(held, json!({ "id": hook["id"] })).await;
+    assert_eq!(
+        written["webhook"]["headers"][0]["value"],
+        "Bearer receiver-credential"
     );
     let create = "mutation { createWebhook(input: { url: \"http://127.0.0.1:9/other\", eventTypes: [\"label.created\"], label: \"x\" }) { data { id secret } error } }";
     let refused = app.gql(Some(&reader), create, json!({})).await;

@@ -29,9 +29,7 @@ impl WebhookSubscription {
     /// The signing secret (`whsec_...`), for checking the `webhook-signature` header: shown
     /// to callers with `webhooks:write` only.
     async fn secret(&self, ctx: &Context<'_>) -> Option<&str> {
-        let may_write =
-            principal(ctx).is_ok_and(|p| p.permissions.allows(Resource::Webhooks, Access::Write));
-        may_write.then_some(self.0.subscription.secret.as_str())
+        may_write(ctx).then_some(self.0.subscription.secret.as_str())
     }
     /// Where deliveries are posted.
     async fn url(&self) -> &str {
@@ -45,8 +43,13 @@ impl WebhookSubscription {
     async fn event_types(&self) -> &[String] {
         &self.0.event_types
     }
-    /// Headers added to every delivery (an authorization for the receiver, say).
-    async fn headers(&self) -> Option<Vec<WebhookHeader>> {
+    /// Headers added to every delivery (an authorization for the receiver, say). They carry
+    /// the receiver's credentials, as the secret does: shown to callers with `webhooks:write`
+    /// only, null to others.
+    async fn headers(&self, ctx: &Context<'_>) -> Option<Vec<WebhookHeader>> {
+        if !may_write(ctx) {
+            return None;
+        }
         serde_json::from_str::<Vec<stored::Header>>(&self.0.subscription.headers)
             .ok()
             .map(|headers| {
@@ -242,3 +245,9 @@ from_response!(
     DeleteWebhookPayload: WebhookSubscription,
     WebhookDeliveryPayload: WebhookDelivery
 );
+
+/// Whether the caller may change webhooks, and so see what a subscription holds of the
+/// receiver's credentials (its secret and headers).
+fn may_write(ctx: &Context<'_>) -> bool {
+    principal(ctx).is_ok_and(|p| p.permissions.allows(Resource::Webhooks, Access::Write))
+}
