@@ -24,6 +24,8 @@ pub struct Seen {
     pub rate: Option<RateStatus>,
     /// The operation's root field ("multiple" for several), once the document was read.
     pub operation: Option<&'static str>,
+    /// Its kind, once the document was read.
+    pub kind: Option<OperationKind>,
 }
 
 /// A request admitted to run: its operation read, its caller known and within its rate.
@@ -52,6 +54,7 @@ pub async fn admit(
     let request_hash = key.as_ref().map(|_| idempotency::request_hash(&params));
     let prepared = app.pipeline.prepare(params)?;
     seen.operation = Some(prepared.operation.metric_name());
+    seen.kind = Some(prepared.kind());
     if from_query_string_of(parts) && prepared.kind() == OperationKind::Mutation {
         return Err(Rejection::new(
             Stop::WrongMethod,

@@ -74,7 +74,7 @@ pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
         Ok(Err(rejection)) => (Reply::rejected(media, &rejection), rejection.code),
         Err(_) => {
             tracing::warn!(?limit, "request stopped: it took too long");
-            let rejection = Rejection::timed_out(limit);
+            let rejection = Rejection::timed_out(limit, seen.kind);
             (Reply::rejected(media, &rejection), rejection.code)
         }
     };

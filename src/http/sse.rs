@@ -69,7 +69,7 @@ pub async fn handle(app: AppState, parts: Parts, body: Body) -> Response {
                 .into_response(seen.rate);
         }
         Err(_) => {
-            let rejection = Rejection::timed_out(limit);
+            let rejection = Rejection::timed_out(limit, seen.kind);
             return Reply::rejected(MediaType::GraphqlResponseJson, &rejection)
                 .into_response(seen.rate);
         }
@@ -81,11 +81,12 @@ pub async fn handle(app: AppState, parts: Parts, body: Body) -> Response {
             prepared, caller, ..
         } = admitted;
         let pipeline = app.pipeline.clone();
+        let kind = prepared.kind();
         async move {
             match tokio::time::timeout(limit, pipeline.execute(prepared, caller)).await {
                 Ok(Ok(executed)) => executed.body,
                 Ok(Err(rejection)) => rejection.body(),
-                Err(_) => Rejection::timed_out(limit).body(),
+                Err(_) => Rejection::timed_out(limit, Some(kind)).body(),
             }
         }
         .into_stream()

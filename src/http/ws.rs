@@ -485,10 +485,11 @@ impl Session {
         }
         // A query or mutation: one result, then complete.
         let limit = self.start.app.request_timeout;
+        let kind = prepared.kind();
         let single = futures_util::stream::once(async move {
             let executed = tokio::time::timeout(limit, pipeline.execute(prepared, caller))
                 .await
-                .unwrap_or_else(|_| Err(Rejection::timed_out(limit)));
+                .unwrap_or_else(|_| Err(Rejection::timed_out(limit, Some(kind))));
             let outs = match executed {
                 Ok(executed) if executed.ran => vec![Out::Next(executed.body), Out::Complete],
                 Ok(refused) => vec![Out::Error(errors_of(refused))],

@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::limits::Exceeded;
 use super::rate_limit::RateStatus;
+use crate::auth::OperationKind;
 use crate::graphql::error::code;
 
 /// Why a request was stopped; the transport picks its status from this.
@@ -99,17 +100,26 @@ impl Rejection {
         )
     }
 
-    /// The request ran longer than the limit and was stopped.
-    pub fn timed_out(limit: Duration) -> Rejection {
-        Rejection::new(
-            Stop::Unavailable,
-            code::SERVICE_UNAVAILABLE,
+    /// The request, of this kind when its document was read, ran longer than the limit and
+    /// was stopped. A mutation's root fields run one after another, each committed as it
+    /// ends: those before the one stopped (rolled back) may have been made, and a retry
+    /// without an idempotency key would make them again.
+    pub fn timed_out(limit: Duration, kind: Option<OperationKind>) -> Rejection {
+        let limit = humantime::format_duration(limit);
+        let message = if kind == Some(OperationKind::Mutation) {
             format!(
-                "The request took longer than the limit of {} and was stopped; try again, or \
-                 ask for less",
-                humantime::format_duration(limit)
-            ),
-        )
+                "The request took longer than the limit of {limit} and was stopped: the \
+                 change in progress was undone, but changes of the root fields before it may \
+                 have been made. Look before trying again, or send the mutation with an \
+                 Idempotency-Key, whose retry is answered from the first"
+            )
+        } else {
+            format!(
+                "The request took longer than the limit of {limit} and was stopped; try again, \
+                 or ask for less"
+            )
+        };
+        Rejection::new(Stop::Unavailable, code::SERVICE_UNAVAILABLE, message)
     }
 
     /// Adds the response's `extensions.cost`.
