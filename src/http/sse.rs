@@ -74,6 +74,16 @@ pub async fn handle(app: AppState, parts: Parts, body: Body) -> Response {
                 .into_response(seen.rate);
         }
     };
+    if admitted.key.is_some() && admitted.prepared.kind() == OperationKind::Mutation {
+        // Honoured on JSON requests only: run over a stream, its mutation would be made again
+        // on every retry, which is what the key is sent to prevent.
+        let rejection = Rejection::malformed(
+            "Idempotency-Key is honoured on requests that accept application/json or \
+             application/graphql-response+json: send the mutation that way",
+        );
+        return Reply::rejected(MediaType::GraphqlResponseJson, &rejection)
+            .into_response(seen.rate);
+    }
     let results = if admitted.prepared.kind() == OperationKind::Subscription {
         subscription(&app, admitted, parts.extensions.get::<Ticket>().cloned())
     } else {

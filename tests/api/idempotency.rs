@@ -167,6 +167,25 @@ async fn a_bad_key_is_refused_and_a_query_ignores_its_key(#[case] engine: Engine
             Value::from(app.practice_id.clone())
         );
     }
+
+    // Over Server-Sent Events a key is not kept: a mutation with one is refused, not run
+    // again on every retry.
+    let body = json!({ "query": CREATE, "variables": { "d": { "first": "Ada", "last": "L" } } });
+    for _ in 0..2 {
+        let raw = app
+            .send(
+                app.client
+                    .post(&app.url)
+                    .header("x-token", &app.admin_token)
+                    .header("idempotency-key", "streamed")
+                    .header("accept", "text/event-stream")
+                    .json(&body),
+            )
+            .await;
+        assert_eq!(raw.status.as_u16(), 400, "{}", raw.body);
+        assert_eq!(raw.code(), "BAD_REQUEST", "{}", raw.body);
+    }
+    assert_eq!(patient_count(&app).await, 0);
 }
 
 #[rstest]
