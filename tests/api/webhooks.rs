@@ -311,6 +311,21 @@ async fn retry_after_is_honoured(#[case] engine: Engine) {
         waited >= 1900,
         "Retry-After: 2 asked for 2 s, the schedule for 100 ms; it came after {waited} ms"
     );
+
+    // The same as an HTTP date, three seconds ahead.
+    let at = chrono::Utc::now() + chrono::Duration::seconds(3);
+    let date = at.format("%a, %d %b %Y %H:%M:%S GMT").to_string();
+    receiver.tell(json!({ "retryAfter": date })).await;
+    receiver.answer(&[503]).await;
+    app.label("Dated").await;
+    let first = receiver.expect().await;
+    assert_eq!(first["status"], 503);
+    let second = receiver.expect().await;
+    let waited = second["at"].as_i64().expect("at") - first["at"].as_i64().expect("at");
+    assert!(
+        waited >= 1500,
+        "Retry-After: {date} asked for about 3 s; it came after {waited} ms"
+    );
 }
 
 #[rstest]

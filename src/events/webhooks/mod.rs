@@ -326,8 +326,7 @@ async fn send(
         .headers()
         .get("retry-after")
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs);
+        .and_then(|v| retry_after(v, now_ms()));
     // Read a little of the answer, so that the connection ends cleanly; never more.
     let mut read = 0;
     while read < MAX_RESPONSE_BYTES {
@@ -337,6 +336,18 @@ async fn send(
         }
     }
     Ok((status, retry_after))
+}
+
+/// How long a `Retry-After` value asks to wait, at `now` (milliseconds): whole seconds, or an
+/// HTTP date (RFC 9110: `Sun, 06 Nov 1994 08:49:37 GMT`), a date past being no wait.
+fn retry_after(value: &str, now: i64) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    let wait = at.timestamp_millis().saturating_sub(now);
+    Some(Duration::from_millis(u64::try_from(wait).unwrap_or(0)))
 }
 
 /// Why an attempt got no answer, without the URL (it may carry a secret of the receiver's).
@@ -383,6 +394,22 @@ mod tests {
         assert!(parse_schedule("0s,1x").is_err());
         assert!(parse_schedule("2d").is_err());
         assert!(parse_schedule("").is_err());
+    }
+
+    #[test]
+    fn retry_after_is_seconds_or_a_date() {
+        // 1994-11-06T08:49:37Z, the RFC's own example.
+        let now = 784_111_777_000;
+        let wait = |value| retry_after(value, now);
+        assert_eq!(wait("120"), Some(Duration::from_secs(120)));
+        assert_eq!(wait(" 7 "), Some(Duration::from_secs(7)));
+        assert_eq!(
+            wait("Sun, 06 Nov 1994 08:51:37 GMT"),
+            Some(Duration::from_secs(120))
+        );
+        assert_eq!(wait("Sun, 06 Nov 1994 08:00:00 GMT"), Some(Duration::ZERO));
+        assert_eq!(wait("soon"), None);
+        assert_eq!(wait("-5"), None);
     }
 
     #[test]
