@@ -542,3 +542,47 @@ async fn servers_starting_together_migrate_one_database() {
         .expect("indexes");
     assert_eq!(invalid, 0, "invalid indexes");
 }
+
+/// The text columns that lists are sorted by, on PostgreSQL: each `COLLATE "C"`, byte order,
+/// as SQLite sorts, so that a list comes in the same order on both engines whatever the
+/// database's locale (this machine's test database sorts in byte order anyway, so only the
+/// columns' own collation tells).
+const SORTED_BY: &[(&str, &str)] = &[
+    ("patients", "first_name"),
+    ("patients", "last_name"),
+    ("labels", "title"),
+    ("locations", "name"),
+    ("products", "name"),
+    ("access_groups", "name"),
+    ("practice_numbers", "name"),
+];
+
+#[tokio::test]
+async fn lists_sort_in_byte_order_on_postgres() {
+    let Some(postgres) = TestDatabase::new(Engine::Postgres).await else {
+        return;
+    };
+    let store = Store::open(&postgres.url, &PoolSettings::default())
+        .await
+        .expect("migrate");
+    store.close().await;
+    let mut conn = sqlx::PgConnection::connect(&postgres.url)
+        .await
+        .expect("connect");
+    for (table, column) in SORTED_BY {
+        let collation: Option<(Option<String>,)> = sqlx::query_as(
+            "SELECT collation_name::text FROM information_schema.columns \
+             WHERE table_schema = 'public' AND table_name = $1 AND column_name = $2",
+        )
+        .bind(table)
+        .bind(column)
+        .fetch_optional(&mut conn)
+        .await
+        .expect("collation");
+        assert_eq!(
+            collation,
+            Some((Some("C".to_string()),)),
+            "{table}.{column} is sorted by, and must be COLLATE \"C\""
+        );
+    }
+}
