@@ -22,6 +22,19 @@ async fn create(app: &TestApp, token: &str, key: &str, first: &str) -> Raw {
     .await
 }
 
+/// POSTs `body` with the admin token, `key` as Idempotency-Key and this Accept.
+async fn keyed(app: &TestApp, key: &str, accept: &str, body: &Value) -> Raw {
+    app.send(
+        app.client
+            .post(&app.url)
+            .header("x-token", &app.admin_token)
+            .header("idempotency-key", key)
+            .header("accept", accept)
+            .json(body),
+    )
+    .await
+}
+
 async fn patient_count(app: &TestApp) -> usize {
     let data = app
         .ok(
@@ -151,15 +164,7 @@ async fn a_bad_key_is_refused_and_a_query_ignores_its_key(#[case] engine: Engine
     // A query runs every time, key or not.
     let query = json!({ "query": "{ currentPractice { id } }" });
     for _ in 0..2 {
-        let raw = app
-            .send(
-                app.client
-                    .post(&app.url)
-                    .header("x-token", &app.admin_token)
-                    .header("idempotency-key", "q")
-                    .json(&query),
-            )
-            .await;
+        let raw = keyed(&app, "q", "application/json", &query).await;
         assert_eq!(raw.status.as_u16(), 200);
         assert!(!replayed(&raw));
         assert_eq!(
@@ -172,16 +177,7 @@ async fn a_bad_key_is_refused_and_a_query_ignores_its_key(#[case] engine: Engine
     // again on every retry.
     let body = json!({ "query": CREATE, "variables": { "d": { "first": "Ada", "last": "L" } } });
     for _ in 0..2 {
-        let raw = app
-            .send(
-                app.client
-                    .post(&app.url)
-                    .header("x-token", &app.admin_token)
-                    .header("idempotency-key", "streamed")
-                    .header("accept", "text/event-stream")
-                    .json(&body),
-            )
-            .await;
+        let raw = keyed(&app, "streamed", "text/event-stream", &body).await;
         assert_eq!(raw.status.as_u16(), 400, "{}", raw.body);
         assert_eq!(raw.code(), "BAD_REQUEST", "{}", raw.body);
     }

@@ -360,43 +360,52 @@ pub fn bracket_nesting(document: &str) -> usize {
 /// document that sends a client's every operation, each within it, a few times that.
 pub const MAX_EXPANDED_SELECTIONS: u64 = 100_000;
 
+/// How deep async-graphql's check of recursion depth walks (its default, which the schema
+/// keeps): past it, the check stops with an error.
+const RECURSION_CHECKED: usize = 32;
+
 /// How many selection sets walking every operation of `doc`, chosen or not, visits when each
 /// fragment spread is walked where it is spread, as async-graphql's check of recursion depth
-/// walks them before anything else looks at the document, unbounded but for a depth of 32,
-/// without yielding: a fragment that spreads another twice, which spreads the next twice, and
-/// so on 30 deep, is 2^31 visits, tens of seconds of a runtime thread for a request of a
-/// kilobyte. Counted here with each fragment's count taken once, saturating; a fragment that
-/// spreads itself counts without end (the document is invalid: it is refused either way). A
-/// spread of a fragment the document does not define is walked as nothing, as there.
+/// walks them before anything else looks at the document, without yielding, to a depth of
+/// [`RECURSION_CHECKED`]: a fragment that spreads another twice, which spreads the next
+/// twice, and so on 30 deep, is 2^31 visits, minutes of a runtime thread for a request of a
+/// kilobyte. Counted here with each fragment's count at each depth taken once, saturating
+/// (a bound from above: the check stops at the first level too deep). A spread of a fragment
+/// the document does not define is walked as nothing, as there.
 pub fn expanded_selections(doc: &ExecutableDocument) -> u64 {
     fn set<'d>(
         doc: &'d ExecutableDocument,
         selections: &'d SelectionSet,
-        counted: &mut HashMap<&'d str, Option<u64>>,
+        depth: usize,
+        counted: &mut HashMap<(&'d str, usize), u64>,
     ) -> u64 {
         let mut visits: u64 = 1;
+        if depth > RECURSION_CHECKED {
+            return visits;
+        }
         for item in &selections.items {
             let inner = match &item.node {
                 Selection::Field(field) if field.node.selection_set.node.items.is_empty() => 0,
-                Selection::Field(field) => set(doc, &field.node.selection_set.node, counted),
+                Selection::Field(field) => {
+                    set(doc, &field.node.selection_set.node, depth + 1, counted)
+                }
                 Selection::InlineFragment(inline) => {
-                    set(doc, &inline.node.selection_set.node, counted)
+                    set(doc, &inline.node.selection_set.node, depth + 1, counted)
                 }
                 Selection::FragmentSpread(spread) => {
                     let name = &spread.node.fragment_name.node;
-                    match counted.get(name.as_str()) {
-                        Some(Some(known)) => *known,
-                        // Being counted: it spreads itself.
-                        Some(None) => u64::MAX,
-                        None => match doc.fragments.get(name) {
-                            None => 0,
-                            Some(fragment) => {
-                                counted.insert(name.as_str(), None);
-                                let count = set(doc, &fragment.node.selection_set.node, counted);
-                                counted.insert(name.as_str(), Some(count));
-                                count
-                            }
-                        },
+                    match (
+                        counted.get(&(name.as_str(), depth + 1)),
+                        doc.fragments.get(name),
+                    ) {
+                        (Some(known), _) => *known,
+                        (None, None) => 0,
+                        (None, Some(fragment)) => {
+                            let count =
+                                set(doc, &fragment.node.selection_set.node, depth + 1, counted);
+                            counted.insert((name.as_str(), depth + 1), count);
+                            count
+                        }
                     }
                 }
             };
@@ -406,7 +415,12 @@ pub fn expanded_selections(doc: &ExecutableDocument) -> u64 {
     }
     let mut counted = HashMap::new();
     doc.operations.iter().fold(0u64, |total, (_, operation)| {
-        total.saturating_add(set(doc, &operation.node.selection_set.node, &mut counted))
+        total.saturating_add(set(
+            doc,
+            &operation.node.selection_set.node,
+            0,
+            &mut counted,
+        ))
     })
 }
 
@@ -590,6 +604,37 @@ impl<'d> Walker<'d> {
 mod tests {
     use super::*;
     use async_graphql::parser::parse_query;
+
+    #[test]
+    fn expansions_are_counted_as_async_graphql_walks_them() {
+        let count = |query: &str| expanded_selections(&parse_query(query).expect("parses"));
+        assert_eq!(count("{ a b { c } }"), 2);
+        assert_eq!(count("{ ...F ...F } fragment F on Query { a { b } }"), 5);
+        // Each of 30 fragments spreads the next twice: 2^31 - 1 visits from the operation.
+        let mut doubling = String::from("{ ...F0 } ");
+        for level in 0..30 {
+            doubling.push_str(&format!(
+                "fragment F{level} on Query {{ ...F{} ...F{} }} ",
+                level + 1,
+                level + 1
+            ));
+        }
+        doubling.push_str("fragment F30 on Query { a }");
+        assert_eq!(count(&doubling), 1 + (1u64 << 31) - 1);
+        // In an operation not run, and through a fragment not defined, the same.
+        let unrun = doubling.replace(
+            "fragment F30 on Query { a }",
+            "fragment F30 on Query { ...Nowhere }",
+        );
+        assert_eq!(
+            count(&format!("query Run {{ a }} query Not {unrun}")),
+            1 + (1u64 << 31)
+        );
+        // A fragment that spreads itself is walked as deep as the check goes: once a level.
+        assert_eq!(count("{ ...F } fragment F on Query { ...F }"), 34);
+        // Twice a level is 2^33 visits.
+        assert!(count("{ ...F } fragment F on Query { ...F ...F }") > 1 << 33);
+    }
 
     fn shapes() -> &'static Shapes {
         static SHAPES: std::sync::LazyLock<Shapes> =
