@@ -288,6 +288,18 @@ async fn fragments_that_expand_without_measure_are_refused(#[case] engine: Engin
                 .await,
         );
     }
+    // A fragment of 2,000 fields spread 2^15 times: few sets, but every field of each
+    // looked at each time.
+    let wide = format!(
+        "mutation A {{ signIn(email: \"nobody@example.com\", password: \"wrong\") {{ token }} }} \
+         query B {{ ...F0 }} {}",
+        doubling_fragments(15, &"__typename ".repeat(2_000))
+    );
+    assert!(wide.len() < 32 * 1024);
+    let raw = app
+        .post_json(None, &json!({ "query": wide, "operationName": "A" }))
+        .await;
+    refused(&raw.body);
     // 2^12 selections: within the bound, and within the cost limit.
     let many = format!("{{ ...F0 }} {}", doubling_fragments(12, "__typename"));
     let body = app.gql(Some(&app.admin_token), &many, json!({})).await;

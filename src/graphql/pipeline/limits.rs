@@ -355,19 +355,21 @@ pub fn bracket_nesting(document: &str) -> usize {
     deepest
 }
 
-/// The most selection sets a document's operations may expand to through their fragments (see
-/// [`expanded_selections`]). A query within the cost limit expands to at most 10,000; a
-/// document that sends a client's every operation, each within it, a few times that.
-pub const MAX_EXPANDED_SELECTIONS: u64 = 100_000;
+/// The most selections (sets and their items) a document's operations may expand to through
+/// their fragments (see [`expanded_selections`]). A query within the cost limit expands to
+/// about 20,000 at most (a field costs at least 1); a document that sends a client's every
+/// operation, each within it, a few times that. 200,000 is a few milliseconds of walking.
+pub const MAX_EXPANDED_SELECTIONS: u64 = 200_000;
 
 /// How deep async-graphql's check of recursion depth walks (its default, which the schema
 /// keeps): past it, the check stops with an error.
 const RECURSION_CHECKED: usize = 32;
 
-/// How many selection sets walking every operation of `doc`, chosen or not, visits when each
-/// fragment spread is walked where it is spread, as async-graphql's check of recursion depth
-/// walks them before anything else looks at the document, without yielding, to a depth of
-/// [`RECURSION_CHECKED`]: a fragment that spreads another twice, which spreads the next
+/// How many selection sets and items of them walking every operation of `doc`, chosen or
+/// not, looks at when each fragment spread is walked where it is spread, as async-graphql's
+/// check of recursion depth walks them before anything else looks at the document, without
+/// yielding, to a depth of [`RECURSION_CHECKED`] (a fragment of thousands of fields spread
+/// 2^15 times is as bad as a chain 30 deep): a fragment that spreads another twice, which spreads the next
 /// twice, and so on 30 deep, is 2^31 visits, minutes of a runtime thread for a request of a
 /// kilobyte. Counted here with each fragment's count at each depth taken once, saturating
 /// (a bound from above: the check stops at the first level too deep). A spread of a fragment
@@ -379,10 +381,11 @@ pub fn expanded_selections(doc: &ExecutableDocument) -> u64 {
         depth: usize,
         counted: &mut HashMap<(&'d str, usize), u64>,
     ) -> u64 {
-        let mut visits: u64 = 1;
         if depth > RECURSION_CHECKED {
-            return visits;
+            return 1;
         }
+        // The set, and each of its items looked at.
+        let mut visits = 1 + selections.items.len() as u64;
         for item in &selections.items {
             let inner = match &item.node {
                 Selection::Field(field) if field.node.selection_set.node.items.is_empty() => 0,
@@ -608,9 +611,10 @@ mod tests {
     #[test]
     fn expansions_are_counted_as_async_graphql_walks_them() {
         let count = |query: &str| expanded_selections(&parse_query(query).expect("parses"));
-        assert_eq!(count("{ a b { c } }"), 2);
-        assert_eq!(count("{ ...F ...F } fragment F on Query { a { b } }"), 5);
-        // Each of 30 fragments spreads the next twice: 2^31 - 1 visits from the operation.
+        assert_eq!(count("{ a b { c } }"), 5);
+        assert_eq!(count("{ ...F ...F } fragment F on Query { a { b } }"), 11);
+        // Each of 30 fragments spreads the next twice: each set and its two items, 2^30 times
+        // over, for 5 * 2^30 - 1 looks from the operation.
         let mut doubling = String::from("{ ...F0 } ");
         for level in 0..30 {
             doubling.push_str(&format!(
@@ -620,7 +624,7 @@ mod tests {
             ));
         }
         doubling.push_str("fragment F30 on Query { a }");
-        assert_eq!(count(&doubling), 1 + (1u64 << 31) - 1);
+        assert_eq!(count(&doubling), 5 * (1u64 << 30) - 1);
         // In an operation not run, and through a fragment not defined, the same.
         let unrun = doubling.replace(
             "fragment F30 on Query { a }",
@@ -628,12 +632,15 @@ mod tests {
         );
         assert_eq!(
             count(&format!("query Run {{ a }} query Not {unrun}")),
-            1 + (1u64 << 31)
+            2 + 5 * (1u64 << 30) - 1
         );
         // A fragment that spreads itself is walked as deep as the check goes: once a level.
-        assert_eq!(count("{ ...F } fragment F on Query { ...F }"), 34);
-        // Twice a level is 2^33 visits.
-        assert_eq!(count("{ ...F } fragment F on Query { ...F ...F }"), 1 << 33);
+        assert_eq!(count("{ ...F } fragment F on Query { ...F }"), 67);
+        // Twice a level, to the depth of 32, is 2^34 - 1.
+        assert_eq!(
+            count("{ ...F } fragment F on Query { ...F ...F }"),
+            (1 << 34) - 1
+        );
     }
 
     fn shapes() -> &'static Shapes {
