@@ -183,14 +183,18 @@ impl Ticket {
     }
 
     /// Completes when the HTTP connection is told to close (its age, or the server stopping)
-    /// and waits only for its response in flight: an event stream then ends.
+    /// and waits only for its response in flight: an event stream then ends. Never, once the
+    /// connection's task has ended (a websocket it was upgraded to outlives it, and has the
+    /// server's stop to watch).
     pub async fn closing(&self) {
         let mut closing = self.0.closing.clone();
-        stopped(&mut closing).await;
+        if closing.wait_for(|close| *close).await.is_err() {
+            std::future::pending::<()>().await;
+        }
     }
 }
 
-/// Completes when the flag is set: the server told to stop, or a connection to close.
+/// Completes when the server is told to stop.
 async fn stopped(stopping: &mut watch::Receiver<bool>) {
     let _ = stopping.wait_for(|stop| *stop).await;
 }

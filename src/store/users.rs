@@ -588,8 +588,24 @@ impl PracticeStore<'_> {
         if user.is_disabled() {
             return Ok(Err(PasswordKept::Disabled));
         }
-        // The session's row held until the commit (PostgreSQL): one revoked meanwhile is seen
-        // revoked, and one revoked later waits for this change and ends after it.
+        // The user's row first, as a disable or a reset takes it (then the sessions'), so that
+        // two of them on PostgreSQL wait for each other rather than deadlock.
+        let written = sqlx::query(
+            "UPDATE users SET password_hash = $3, updated_at = $4 \
+             WHERE practice_id = $1 AND id = $2 AND password_hash = $5",
+        )
+        .bind(self.practice_id)
+        .bind(user_id)
+        .bind(password_hash)
+        .bind(now_ms())
+        .bind(checked)
+        .execute(&mut *tx)
+        .await?;
+        if written.rows_affected() == 0 {
+            return Ok(Err(PasswordKept::Changed));
+        }
+        // Then the session's row, held until the commit (PostgreSQL): one ended meanwhile (a
+        // disable or a revoke that went first) is seen ended, and the change is rolled back.
         let session = format!(
             "SELECT id FROM tokens WHERE practice_id = $1 AND id = $2 AND user_id = $3 \
              AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $4){}",
@@ -604,20 +620,6 @@ impl PracticeStore<'_> {
             .await?;
         if live.is_none() {
             return Ok(Err(PasswordKept::SessionEnded));
-        }
-        let written = sqlx::query(
-            "UPDATE users SET password_hash = $3, updated_at = $4 \
-             WHERE practice_id = $1 AND id = $2 AND password_hash = $5",
-        )
-        .bind(self.practice_id)
-        .bind(user_id)
-        .bind(password_hash)
-        .bind(now_ms())
-        .bind(checked)
-        .execute(&mut *tx)
-        .await?;
-        if written.rows_affected() == 0 {
-            return Ok(Err(PasswordKept::Changed));
         }
         self.end_sessions(&mut tx, user_id, Some(keep)).await?;
         self.commit(tx, Event::of("change_password", "user", user_id))

@@ -360,7 +360,7 @@ impl PracticeStore<'_> {
         }
         sqlx::query(
             "DELETE FROM webhook_deliveries WHERE practice_id = $1 AND subscription_id = $2 \
-             AND status = 'pending'",
+             AND status IN ('pending', 'paused')",
         )
         .bind(self.practice_id)
         .bind(id)
@@ -438,13 +438,19 @@ impl PracticeStore<'_> {
         Ok(out)
     }
 
-    /// Sends a delivery again, now, whatever became of it; refused while it is pending, or
-    /// when its subscription is deleted.
+    /// Sends a delivery again, now, whatever became of it, with a fresh schedule of retries;
+    /// while its subscription is paused it waits with the rest (`paused`) and goes out when
+    /// delivery resumes. Refused while it is pending, or when its subscription is deleted.
     pub async fn redeliver(&self, id: &str) -> StoreResult<Change<Delivery>> {
         let mut tx = self.begin_write().await?;
+        let paused = "(SELECT s.delivery_paused FROM webhook_subscriptions s \
+                      WHERE s.practice_id = $1 AND s.id = subscription_id) <> 0";
         let sql = format!(
-            "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $3, \
-             lease_until = NULL, schedule_from = attempts WHERE practice_id = $1 AND id = $2 AND status <> 'pending' \
+            "UPDATE webhook_deliveries SET \
+             status = CASE WHEN {paused} THEN 'paused' ELSE 'pending' END, \
+             next_attempt_at = CASE WHEN {paused} THEN NULL ELSE $3 END, \
+             lease_until = NULL, schedule_from = attempts \
+             WHERE practice_id = $1 AND id = $2 AND status <> 'pending' \
              AND subscription_id IN (SELECT id FROM webhook_subscriptions \
              WHERE practice_id = $1 AND deleted_at IS NULL) RETURNING {DELIVERY_COLUMNS}"
         );
@@ -539,10 +545,11 @@ impl PracticeStore<'_> {
 }
 
 impl Store {
-    /// Claims up to `most` deliveries that are due, in any practice, until `lease_until`, at
-    /// most `per_subscription` of one subscription in flight at once (on every instance): a
-    /// receiver that does not answer holds that many attempts for their timeout, and every
-    /// other subscription's deliveries go on. A delivery not yet attempted is due
+    /// Claims up to `most` deliveries that are due, in any practice, until `lease_until`, with
+    /// at most `per_subscription` of one subscription in flight (counted from the leases
+    /// committed, every instance's: two instances claiming at the same moment on PostgreSQL
+    /// may pass it together, up to once per instance): a receiver that does not answer holds
+    /// that many attempts for their timeout, and every other subscription's deliveries go on. A delivery not yet attempted is due
     /// `first_delay` milliseconds after it was written.
     pub async fn claim_deliveries(
         &self,

@@ -412,11 +412,36 @@ async fn paused_by_hand_the_retries_wait_and_are_kept(#[case] engine: Engine) {
     assert_eq!(kept.len(), 1, "{kept:?}");
     assert_eq!(kept[0]["status"], "paused");
 
+    // Sent again while paused, it waits with the rest.
+    let again = app
+        .ok(
+            "mutation($d: ID!) { redeliverWebhook(deliveryId: $d) { data { status } error } }",
+            json!({ "d": kept[0]["id"] }),
+        )
+        .await;
+    assert_eq!(
+        again["redeliverWebhook"]["data"]["status"], "paused",
+        "{again}"
+    );
+    receiver.expect_nothing(Duration::from_millis(800)).await;
+
     app.ok(pause, json!({ "id": id, "p": false })).await;
     let resumed = receiver.expect().await;
     assert_eq!(resumed["status"], 200);
     assert_eq!(resumed["id"], failed["id"], "the waiting delivery went out");
     wait_for_status(&app, id, "delivered").await;
+
+    // Deleted while paused: what waited is dropped, as what was pending is.
+    app.ok(pause, json!({ "id": id, "p": true })).await;
+    app.label("Dropped").await;
+    wait_for_status(&app, id, "paused").await;
+    app.ok(
+        "mutation($id: ID!) { deleteWebhook(id: $id) { error } }",
+        json!({ "id": id }),
+    )
+    .await;
+    let left = deliveries(&app, id).await;
+    assert!(left.iter().all(|d| d["status"] != "paused"), "{left:?}");
 }
 
 /// The same URL and event type in two live subscriptions is refused, also when the two are

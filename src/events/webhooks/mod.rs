@@ -27,8 +27,9 @@ pub const MAX_RESPONSE_BYTES: usize = 4096;
 const LEASE: Duration = Duration::from_secs(60);
 /// Attempts in flight at once, per instance.
 const CONCURRENCY: usize = 16;
-/// Attempts in flight at once to one subscription, on every instance together: a receiver
-/// that takes connections and never answers holds this many places for 15 s each, and every
+/// Attempts in flight at once to one subscription, counted from every instance's leases
+/// (instances claiming at the same moment may each take up to this many): a receiver that
+/// takes connections and never answers holds this many places for 15 s each, and every
 /// other subscription's deliveries go out beside them.
 const PER_SUBSCRIPTION: u32 = 8;
 /// A subscription that has failed every attempt for this long is paused.
