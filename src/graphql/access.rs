@@ -4,7 +4,7 @@
 use async_graphql::{Context, Result};
 
 use super::error::{code, coded, forbidden};
-use crate::auth::{Access, Missing, OperationKind, Principal, Resource, may_call};
+use crate::auth::{Access, Missing, OperationKind, Permission, Principal, Resource, may_call};
 use crate::store::PracticeStore;
 use crate::store::audit::Author;
 use crate::store::idempotency::Key;
@@ -33,7 +33,7 @@ pub fn authorize<'c>(ctx: &Context<'c>, kind: OperationKind) -> Result<&'c Princ
         ))),
         Err(Missing::Permission(permission)) => Err(forbidden(
             permission,
-            &[format!("{}:{name}", kind.as_str())],
+            &[Permission::Operation(kind, name.to_string()).to_string()],
         )),
     }
 }

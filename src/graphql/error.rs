@@ -51,13 +51,18 @@ pub fn guesses_throttled(message: impl Into<String>, wait: &std::time::Duration)
 pub fn forbidden(permission: impl std::fmt::Display, alternatives: &[String]) -> Error {
     let permission = permission.to_string();
     let alternatives = alternatives.to_vec();
-    Error::new(format!("Missing permission {permission}")).extend_with(move |_, ext| {
+    Error::new(missing_permission(&permission)).extend_with(move |_, ext| {
         ext.set("code", code::FORBIDDEN);
         ext.set("permission", permission.as_str());
         if !alternatives.is_empty() {
             ext.set("alternatives", alternatives.clone());
         }
     })
+}
+
+/// What a missing permission says, wherever it is refused: `Missing permission patients:read`.
+pub fn missing_permission(permission: impl std::fmt::Display) -> String {
+    format!("Missing permission {permission}")
 }
 
 /// An argument is invalid; the message says which and how.

@@ -83,6 +83,12 @@ pub struct NewToken<'a> {
     pub expires_at: Option<i64>,
 }
 
+/// The condition of a token that works at `now` (a placeholder, or a number of milliseconds):
+/// neither revoked nor expired.
+pub(super) fn works_at(now: &str) -> String {
+    format!("revoked_at IS NULL AND (expires_at IS NULL OR expires_at > {now})")
+}
+
 impl PracticeStore<'_> {
     /// Stores a new token. An API token is refused when the practice has as many that are
     /// neither revoked nor expired as it may have.
@@ -100,8 +106,8 @@ impl PracticeStore<'_> {
         };
         let mut tx = self.begin_write().await?;
         let live = format!(
-            "AND kind = 'api' AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > {})",
-            token.created_at
+            "AND kind = 'api' AND {}",
+            works_at(&token.created_at.to_string())
         );
         if new.kind == TokenKind::Api
             && self
@@ -158,8 +164,9 @@ impl PracticeStore<'_> {
     pub async fn list_api_tokens(&self) -> StoreResult<Vec<Token>> {
         let sql = format!(
             "SELECT {TOKEN_COLUMNS} FROM tokens WHERE practice_id = $1 AND kind = 'api' \
-             ORDER BY CASE WHEN revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2) \
-             THEN 0 ELSE 1 END, created_at DESC, id DESC LIMIT {MAX_API_TOKENS}"
+             ORDER BY CASE WHEN {} THEN 0 ELSE 1 END, created_at DESC, id DESC \
+             LIMIT {MAX_API_TOKENS}",
+            works_at("$2")
         );
         Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(self.practice_id)

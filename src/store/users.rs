@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use sqlx::{Any, FromRow, Transaction};
 
 use super::audit::Event;
-use super::tokens::Token;
+use super::tokens::{Token, works_at};
 use super::{Change, Keyed, Page, PageRequest, PracticeStore, Store, StoreResult, new_id, now_ms};
 use crate::domain::limits::MAX_SESSIONS_LISTED;
 use crate::domain::{Record, Refusal};
@@ -562,7 +562,8 @@ impl PracticeStore<'_> {
         if user.is_disabled() {
             return Ok(Err(Refusal::UserDisabled.into()));
         }
-        self.write_password(&mut tx, user_id, password_hash).await?;
+        self.write_password(&mut tx, user_id, password_hash, None)
+            .await?;
         self.end_sessions(&mut tx, user_id, None).await?;
         self.commit(tx, Event::of("set_password", "user", user_id))
             .await?;
@@ -590,25 +591,18 @@ impl PracticeStore<'_> {
         }
         // The user's row first, as a disable or a reset takes it (then the sessions'), so that
         // two of them on PostgreSQL wait for each other rather than deadlock.
-        let written = sqlx::query(
-            "UPDATE users SET password_hash = $3, updated_at = $4 \
-             WHERE practice_id = $1 AND id = $2 AND password_hash = $5",
-        )
-        .bind(self.practice_id)
-        .bind(user_id)
-        .bind(password_hash)
-        .bind(now_ms())
-        .bind(checked)
-        .execute(&mut *tx)
-        .await?;
-        if written.rows_affected() == 0 {
+        if !self
+            .write_password(&mut tx, user_id, password_hash, Some(checked))
+            .await?
+        {
             return Ok(Err(PasswordKept::Changed));
         }
         // Then the session's row, held until the commit (PostgreSQL): one ended meanwhile (a
         // disable or a revoke that went first) is seen ended, and the change is rolled back.
         let session = format!(
             "SELECT id FROM tokens WHERE practice_id = $1 AND id = $2 AND user_id = $3 \
-             AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $4){}",
+             AND {}{}",
+            works_at("$4"),
             self.store.engine.for_update()
         );
         let live: Option<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(session))
@@ -686,8 +680,9 @@ impl PracticeStore<'_> {
     pub async fn list_sessions(&self, user_id: Option<&str>) -> StoreResult<Vec<Token>> {
         let sql = format!(
             "SELECT {SESSION_COLUMNS} FROM tokens WHERE practice_id = $1 AND kind = 'user' \
-             AND revoked_at IS NULL AND expires_at > $2 AND ($3 IS NULL OR user_id = $3) \
-             ORDER BY created_at DESC, id DESC LIMIT {MAX_SESSIONS_LISTED}"
+             AND {} AND ($3 IS NULL OR user_id = $3) \
+             ORDER BY created_at DESC, id DESC LIMIT {MAX_SESSIONS_LISTED}",
+            works_at("$2")
         );
         Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(self.practice_id)
@@ -807,7 +802,7 @@ impl PracticeStore<'_> {
                 self.end_links(&mut tx, id).await?;
             }
             Ends::Password(link) => {
-                self.write_password(&mut tx, id, "").await?;
+                self.write_password(&mut tx, id, "", None).await?;
                 self.end_sessions(&mut tx, id, None).await?;
                 self.end_links(&mut tx, id).await?;
                 if let Some(link) = link {
@@ -851,23 +846,27 @@ impl PracticeStore<'_> {
         Ok(count)
     }
 
+    /// Writes a user's password hash, in place of `replacing` when given (and then only if
+    /// it is still the user's); false when nothing was written.
     async fn write_password(
         &self,
         tx: &mut Transaction<'_, Any>,
         user_id: &str,
         hash: &str,
-    ) -> StoreResult<()> {
-        sqlx::query(
+        replacing: Option<&str>,
+    ) -> StoreResult<bool> {
+        let written = sqlx::query(
             "UPDATE users SET password_hash = $3, updated_at = $4 \
-             WHERE practice_id = $1 AND id = $2",
+             WHERE practice_id = $1 AND id = $2 AND ($5 IS NULL OR password_hash = $5)",
         )
         .bind(self.practice_id)
         .bind(user_id)
         .bind(hash)
         .bind(now_ms())
+        .bind(replacing)
         .execute(&mut **tx)
         .await?;
-        Ok(())
+        Ok(written.rows_affected() > 0)
     }
 
     /// Ends every live session of a user but `keep`.

@@ -134,6 +134,15 @@ fn in_flight(now: &str) -> String {
     )
 }
 
+/// The condition that delivery `d`'s subscription has fewer than `most` (a placeholder) in
+/// flight, by [`in_flight`]'s `flying`.
+fn below_bound(most: &str) -> String {
+    format!(
+        "NOT EXISTS (SELECT 1 FROM flying f WHERE f.practice_id = d.practice_id \
+         AND f.subscription_id = d.subscription_id AND f.n >= {most})"
+    )
+}
+
 const DELIVERY_COLUMNS: &str = "id, subscription_id, event_id, event_type, identifiers, status, \
      attempts, next_attempt_at, last_status, last_error, last_attempt_at, created_at";
 
@@ -549,8 +558,8 @@ impl Store {
     /// at most `per_subscription` of one subscription in flight (counted from the leases
     /// committed, every instance's: two instances claiming at the same moment on PostgreSQL
     /// may pass it together, up to once per instance): a receiver that does not answer holds
-    /// that many attempts for their timeout, and every other subscription's deliveries go on. A delivery not yet attempted is due
-    /// `first_delay` milliseconds after it was written.
+    /// that many attempts for their timeout, and every other subscription's deliveries go on.
+    /// A delivery not yet attempted is due `first_delay` milliseconds after it was written.
     pub async fn claim_deliveries(
         &self,
         now: i64,
@@ -568,12 +577,11 @@ impl Store {
              COALESCE((SELECT f.n FROM flying f WHERE f.practice_id = d.practice_id \
              AND f.subscription_id = d.subscription_id), 0) FROM webhook_deliveries d \
              WHERE d.status = 'pending' AND {} <= $1 \
-             AND (d.lease_until IS NULL OR d.lease_until < $1) \
-             AND NOT EXISTS (SELECT 1 FROM flying f WHERE f.practice_id = d.practice_id \
-             AND f.subscription_id = d.subscription_id AND f.n >= $4) \
+             AND (d.lease_until IS NULL OR d.lease_until < $1) AND {} \
              ORDER BY d.next_attempt_at LIMIT $2{}",
             in_flight("$1"),
             due("$3"),
+            below_bound("$4"),
             self.engine.skip_locked()
         );
         let candidates: Vec<(String, String, String, i64)> =
@@ -611,8 +619,8 @@ impl Store {
             .await?;
             let row: Option<Claimed> = sqlx::query_as(
                 "SELECT d.practice_id, d.id, d.subscription_id, d.event_id, d.event_type, \
-                 d.identifiers, d.attempts, d.schedule_from, s.url, s.headers, s.secret, s.previous_secret, \
-                 s.previous_secret_until FROM webhook_deliveries d \
+                 d.identifiers, d.attempts, d.schedule_from, s.url, s.headers, s.secret, \
+                 s.previous_secret, s.previous_secret_until FROM webhook_deliveries d \
                  JOIN webhook_subscriptions s ON s.practice_id = d.practice_id \
                  AND s.id = d.subscription_id WHERE d.practice_id = $1 AND d.id = $2",
             )
@@ -763,10 +771,9 @@ impl Store {
         let sql = format!(
             "WITH {} SELECT MIN(CASE WHEN lease_until IS NOT NULL \
              AND lease_until > {due} THEN lease_until ELSE {due} END) \
-             FROM webhook_deliveries d WHERE status = 'pending' \
-             AND NOT EXISTS (SELECT 1 FROM flying f WHERE f.practice_id = d.practice_id \
-             AND f.subscription_id = d.subscription_id AND f.n >= $3)",
-            in_flight("$2")
+             FROM webhook_deliveries d WHERE status = 'pending' AND {}",
+            in_flight("$2"),
+            below_bound("$3")
         );
         let next: Option<(Option<i64>,)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(first_delay)

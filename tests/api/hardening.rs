@@ -347,11 +347,7 @@ async fn searches_and_pages_touch_a_bounded_part_of_the_practice(#[case] engine:
         .collect();
     app.store
         .practice(&other)
-        .by(practice_api::store::audit::Author {
-            actor: &practice_api::store::audit::Actor::operator(),
-            operation: Some("test"),
-            key: None,
-        })
+        .by(crate::helpers::operator())
         .import_patients(many)
         .await
         .expect("import");

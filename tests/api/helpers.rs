@@ -57,6 +57,17 @@ pub fn test_config() -> ServeConfig {
     }
 }
 
+/// The command line as the author of writes a test makes through the store directly.
+pub fn operator() -> practice_api::store::audit::Author<'static> {
+    static OPERATOR: std::sync::LazyLock<practice_api::store::audit::Actor> =
+        std::sync::LazyLock::new(practice_api::store::audit::Actor::operator);
+    practice_api::store::audit::Author {
+        actor: &OPERATOR,
+        operation: Some("test"),
+        key: None,
+    }
+}
+
 /// A port free a moment ago, for an address a server takes from its settings
 /// (`metrics_listen`, say) rather than from a listener the test binds.
 pub fn free_port() -> u16 {

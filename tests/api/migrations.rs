@@ -300,12 +300,7 @@ async fn search_upgrades_in_place_with_every_patient() {
         assert_eq!(ids, expected, "{practice}");
     }
     // A patient added after the upgrade takes the next number of its practice's range.
-    let operator = practice_api::store::audit::Actor::operator();
-    let practice = store.practice("p2").by(practice_api::store::audit::Author {
-        actor: &operator,
-        operation: Some("test"),
-        key: None,
-    });
+    let practice = store.practice("p2").by(crate::helpers::operator());
     let added = practice
         .create_patient(
             practice_api::store::patients::PatientFields {

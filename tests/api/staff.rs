@@ -409,7 +409,6 @@ async fn changing_ones_password_ends_the_other_sessions(#[case] engine: Engine) 
 #[case::postgres(Engine::Postgres)]
 #[tokio::test]
 async fn guesses_through_a_session_are_throttled_and_a_cut_off_holds(#[case] engine: Engine) {
-    use practice_api::store::audit::{Actor, Author};
     use practice_api::store::tokens::TokenKind;
     use practice_api::store::users::PasswordKept;
 
@@ -434,12 +433,10 @@ async fn guesses_through_a_session_are_throttled_and_a_cut_off_holds(#[case] eng
     let sign_in_too = sign_in(&app, "kim@example.com", PASSWORD).await;
     assert_eq!(error_code(&sign_in_too), "RATE_LIMITED", "{sign_in_too}");
 
-    let operator = Actor::operator();
-    let practice = app.store.practice(&app.practice_id).by(Author {
-        actor: &operator,
-        operation: None,
-        key: None,
-    });
+    let practice = app
+        .store
+        .practice(&app.practice_id)
+        .by(crate::helpers::operator());
     let session = current_session(&app, &here).await;
     let (stored, email) = practice
         .password_hash(&id)

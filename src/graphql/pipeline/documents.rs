@@ -47,8 +47,8 @@ where
 #[derive(Debug)]
 pub struct Parsed {
     pub document: Arc<ExecutableDocument>,
-    /// The selection sets its operations expand to through their fragments, counted once
-    /// ([`limits::expanded_selections`]).
+    /// The selections (sets and their items) its operations expand to through their
+    /// fragments, counted once ([`limits::expanded_selections`]).
     pub expanded: u64,
     /// Measures by the operation's key among named operations (None: the document's only,
     /// anonymous one); at most one for each operation of the document.

@@ -365,15 +365,15 @@ pub const MAX_EXPANDED_SELECTIONS: u64 = 200_000;
 /// keeps): past it, the check stops with an error.
 const RECURSION_CHECKED: usize = 32;
 
-/// How many selection sets and items of them walking every operation of `doc`, chosen or
-/// not, looks at when each fragment spread is walked where it is spread, as async-graphql's
-/// check of recursion depth walks them before anything else looks at the document, without
-/// yielding, to a depth of [`RECURSION_CHECKED`] (a fragment of thousands of fields spread
-/// 2^15 times is as bad as a chain 30 deep): a fragment that spreads another twice, which spreads the next
-/// twice, and so on 30 deep, is 2^31 visits, minutes of a runtime thread for a request of a
-/// kilobyte. Counted here with each fragment's count at each depth taken once, saturating
-/// (a bound from above: the check stops at the first level too deep). A spread of a fragment
-/// the document does not define is walked as nothing, as there.
+/// How many selection sets, and items of them, walking every operation of `doc` (chosen or
+/// not) looks at when each fragment is walked where it is spread, as async-graphql's check of
+/// recursion depth walks them, without yielding, before anything else looks at the document,
+/// to a depth of [`RECURSION_CHECKED`]. Fragments that each spread the next twice, 30 deep,
+/// are billions of looks, minutes of a runtime thread for a request of a kilobyte; so is a
+/// fragment of thousands of fields spread 2^15 times. Counted here with each fragment's count
+/// at each depth taken once, saturating (a bound from above: the check stops at the first
+/// level too deep). A spread of a fragment the document does not define is walked as
+/// nothing, as there.
 pub fn expanded_selections(doc: &ExecutableDocument) -> u64 {
     fn set<'d>(
         doc: &'d ExecutableDocument,

@@ -30,9 +30,9 @@ pub use rejection::{Rejection, Stop};
 use self::documents::Documents;
 use self::persisted::Persisted;
 use self::reads::ReadAudit;
-use crate::auth::{self, AuthError, Missing, Principal, TokenCache};
+use crate::auth::{self, AuthError, Missing, Permission, Principal, TokenCache};
 use crate::events::Hub;
-use crate::graphql::error::code;
+use crate::graphql::error::{code, missing_permission};
 use crate::graphql::events::Connection;
 use crate::graphql::{ApiSettings, build_fast_schema, build_schema};
 use crate::store::Store;
@@ -238,14 +238,12 @@ impl Pipeline {
                 let mut rejection = Rejection::new(
                     Stop::Forbidden,
                     code::FORBIDDEN,
-                    format!("Missing permission {permission}"),
+                    missing_permission(&permission),
                 );
+                let alternative = Permission::Operation(kind, field.clone());
                 rejection.details = vec![
                     ("permission", serde_json::json!(permission.to_string())),
-                    (
-                        "alternatives",
-                        serde_json::json!([format!("{}:{field}", kind.as_str())]),
-                    ),
+                    ("alternatives", serde_json::json!([alternative.to_string()])),
                 ];
                 return Err(rejection);
             }
