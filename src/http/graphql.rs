@@ -151,7 +151,7 @@ async fn run_once(
             app.pipeline
                 .deliver_again(&prepared, principal, reads)
                 .await?;
-            return Ok(replay(stored));
+            return Ok(replay(stored, media));
         }
     };
     let caller = Caller {
@@ -199,17 +199,14 @@ async fn run_once(
     })
 }
 
-/// The first response to a key, sent again.
-fn replay(stored: crate::store::idempotency::StoredResponse) -> Reply {
+/// The first response to a key, sent again, in the media type the retry asks for: only a
+/// request that ran keeps its response, and such a response is 200 under either type, so the
+/// body is the same whichever the first request asked for.
+fn replay(stored: crate::store::idempotency::StoredResponse, media: MediaType) -> Reply {
     let status = u16::try_from(stored.status)
         .ok()
         .and_then(|s| StatusCode::from_u16(s).ok())
         .unwrap_or(StatusCode::OK);
-    let media = if stored.content_type.contains("graphql-response+json") {
-        MediaType::GraphqlResponseJson
-    } else {
-        MediaType::Json
-    };
     let body = serde_json::from_str(&stored.response).unwrap_or(Value::Null);
     Reply::replayed(status, media, body)
 }

@@ -76,6 +76,25 @@ async fn a_retried_mutation_runs_once(#[case] engine: Engine) {
     let through_other = create(&other, &token, key, "Ada").await;
     assert!(replayed(&through_other));
     assert_eq!(through_other.body, first.body);
+    // A retry is answered in the media type it asks for, not the one the first asked for.
+    for accept in ["application/graphql-response+json", "application/json"] {
+        let body = json!({ "query": CREATE, "variables": { "d": { "first": "Ada", "last": "Lovelace" } } });
+        let retry = app
+            .send(
+                app.client
+                    .post(&app.url)
+                    .header("x-token", &token)
+                    .header("idempotency-key", key)
+                    .header("accept", accept)
+                    .json(&body),
+            )
+            .await;
+        assert!(replayed(&retry));
+        assert_eq!(retry.status.as_u16(), 200);
+        let content_type = retry.headers["content-type"].to_str().expect("ascii");
+        assert!(content_type.starts_with(accept), "{accept}: {content_type}");
+        assert_eq!(retry.body, first.body);
+    }
     assert_eq!(patient_count(&app).await, 1);
 
     // The same key with a different request is refused, and writes nothing.
