@@ -88,6 +88,8 @@ impl PracticeMutations {
         #[graphql(desc = "The practice's name: 1 to 200 characters.")] name: Option<String>,
         #[graphql(desc = "An IANA time zone, e.g. \"Europe/London\".")] timezone: Option<String>,
     ) -> Result<Option<ResponsePayload<Practice>>> {
+        // The permission first, as everywhere: a caller without it learns nothing of its input.
+        let writer = authorize_write(ctx)?;
         let name = name
             .map(|n| text::required("name", &n, MAX_LINE_CHARS))
             .transpose()
@@ -105,7 +107,7 @@ impl PracticeMutations {
                     .to_string(),
             ),
         };
-        let changed = authorize_write(ctx)?
+        let changed = writer
             .update_practice(name.as_deref(), timezone.as_deref())
             .await
             .or_fail()?;

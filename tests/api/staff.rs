@@ -929,6 +929,11 @@ async fn the_practice_is_renamed_and_given_a_time_zone(#[case] engine: Engine) {
     let (_, doc) = signed_in_user(&app, "doc@example.com", "practitioner").await;
     let body = app.gql(Some(&doc), update, json!({ "n": "Mine" })).await;
     assert_eq!(error_code(&body), "FORBIDDEN", "{body}");
+    // Without the permission, a bad input is refused as forbidden too: the permission first.
+    let body = app
+        .gql(Some(&doc), update, json!({ "z": "Mars/Olympus" }))
+        .await;
+    assert_eq!(error_code(&body), "FORBIDDEN", "{body}");
     let after = app
         .ok("{ currentPractice { name timezone } }", json!({}))
         .await;
