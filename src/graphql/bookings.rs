@@ -8,12 +8,13 @@ use super::input::{MAX_TEXT_CHARS, optional_text};
 use super::objects::{Booking, BookingData, BookingStatus, ResponsePayload, envelope};
 use super::options::{DateRange, QueryOptions};
 use super::pagination::Pagination;
-use super::scalars::DateTime;
+use super::scalars::{self, DateTime};
 use super::store;
 use crate::auth::OperationKind;
 use crate::domain::{Record, Refusal};
 use crate::store::bookings::{BookingFields, BookingFilter, BookingPatch, Stage};
 use crate::store::now_ms;
+use chrono::NaiveTime;
 
 /// A new booking. `patient`, `doctor` and `start` are required, and `end` unless
 /// `bookingType` gives the duration.
@@ -158,20 +159,27 @@ fn flag(
 
 /// When a journey stage was reached: a date (midnight UTC) or a timestamp with an offset.
 fn journey_time(text: &str) -> Result<i64> {
-    if let Ok(at) = chrono::DateTime::parse_from_rfc3339(text) {
-        return Ok(at.timestamp_millis());
-    }
-    match chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d") {
-        Ok(day) => Ok(day
-            .and_hms_opt(0, 0, 0)
-            .unwrap_or_default()
-            .and_utc()
-            .timestamp_millis()),
-        Err(_) => Err(bad_input(format!(
+    // The longest RFC 3339 timestamp, with nanoseconds and an offset, is 35 characters: a
+    // longer text is none, and is not repeated back.
+    let short = text.len() <= 40;
+    let at = short
+        .then(|| {
+            scalars::timestamp(text).or_else(|| {
+                scalars::calendar_date(text).map(|day| day.and_time(NaiveTime::MIN).and_utc())
+            })
+        })
+        .flatten();
+    at.map(|at| at.timestamp_millis()).ok_or_else(|| {
+        let got = if short {
+            format!("{text:?}")
+        } else {
+            format!("{} characters", text.chars().count())
+        };
+        bad_input(format!(
             "bookingJourneyInput.date must be a date (2026-12-01) or an RFC 3339 timestamp \
-             with an offset, got {text:?}"
-        ))),
-    }
+             with an offset, in the years 0001 to 9999; got {got}"
+        ))
+    })
 }
 
 /// An online payment's status: a line of at most 40 characters.

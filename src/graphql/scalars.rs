@@ -1,7 +1,37 @@
 //! The `Date` and `DateTime` scalars of the contract.
 
 use async_graphql::{InputValueError, InputValueResult, Scalar, ScalarType, Value};
-use chrono::{NaiveDate, SecondsFormat, TimeZone, Utc};
+use chrono::{Datelike, NaiveDate, SecondsFormat, TimeZone, Utc};
+
+/// Whether a day falls in the years 0001 to 9999: the ones RFC 3339 and `YYYY-MM-DD` write,
+/// with four digits and no sign. chrono reads `+200000-12-31` and `-5000-01-01` as dates;
+/// a client could not read them back.
+pub fn in_written_years(day: NaiveDate) -> bool {
+    (1..=9999).contains(&day.year())
+}
+
+/// A timestamp as given, in UTC, if it is an RFC 3339 one whose UTC day is in the years
+/// [`in_written_years`] allows.
+pub fn timestamp(text: &str) -> Option<chrono::DateTime<Utc>> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+        .filter(|t| in_written_years(t.date_naive()))
+}
+
+/// A calendar date `YYYY-MM-DD`, if it is one, written so (four digits of year, no sign), in
+/// the years [`in_written_years`] allows.
+pub fn calendar_date(text: &str) -> Option<NaiveDate> {
+    let written = text.len() == 10
+        && text.bytes().enumerate().all(|(i, b)| match i {
+            4 | 7 => b == b'-',
+            _ => b.is_ascii_digit(),
+        });
+    written
+        .then(|| NaiveDate::parse_from_str(text, "%Y-%m-%d").ok())
+        .flatten()
+        .filter(|day| in_written_years(*day))
+}
 
 /// An RFC 3339 timestamp. Returned in UTC with milliseconds (`2026-04-12T09:15:00.000Z`);
 /// accepted with any offset (`2026-04-12T10:15:00+01:00`), but an offset is required.
@@ -33,14 +63,12 @@ impl ScalarType for DateTime {
         let Value::String(text) = &value else {
             return Err(InputValueError::expected_type(value));
         };
-        chrono::DateTime::parse_from_rfc3339(text)
-            .map(|t| DateTime(t.with_timezone(&Utc)))
-            .map_err(|_| {
-                InputValueError::custom(format!(
-                    "{text:?} is not an RFC 3339 timestamp with an offset, such as \
-                     2026-04-12T09:15:00Z or 2026-04-12T10:15:00+01:00"
-                ))
-            })
+        timestamp(text).map(DateTime).ok_or_else(|| {
+            InputValueError::custom(format!(
+                "{text:?} is not an RFC 3339 timestamp with an offset in the years 0001 to \
+                 9999, such as 2026-04-12T09:15:00Z or 2026-04-12T10:15:00+01:00"
+            ))
+        })
     }
 
     fn to_value(&self) -> Value {
@@ -72,14 +100,43 @@ impl ScalarType for Date {
         let Value::String(text) = &value else {
             return Err(InputValueError::expected_type(value));
         };
-        NaiveDate::parse_from_str(text, "%Y-%m-%d")
-            .map(Date)
-            .map_err(|_| {
-                InputValueError::custom(format!("{text:?} is not a date of the form YYYY-MM-DD"))
-            })
+        calendar_date(text).map(Date).ok_or_else(|| {
+            InputValueError::custom(format!(
+                "{text:?} is not a date of the form YYYY-MM-DD in the years 0001 to 9999"
+            ))
+        })
     }
 
     fn to_value(&self) -> Value {
         Value::String(self.to_stored())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_and_timestamps_are_read_as_they_are_written_back() {
+        assert!(calendar_date("1990-04-12").is_some());
+        assert!(calendar_date("0001-01-01").is_some());
+        assert!(calendar_date("9999-12-31").is_some());
+        for not in [
+            "0000-12-31",
+            "+1000-01-01",
+            "-5000-01-01",
+            "+200000-12-31",
+            "1990-4-12",
+            "1990-13-01",
+            "19900412",
+        ] {
+            assert!(calendar_date(not).is_none(), "{not}");
+        }
+        assert!(timestamp("2026-04-12T10:15:00+01:00").is_some());
+        assert!(timestamp("9999-12-31T23:59:59Z").is_some());
+        // In UTC, a day of the year 0 or of 10000.
+        assert!(timestamp("0001-01-01T00:00:00+23:59").is_none());
+        assert!(timestamp("9999-12-31T23:59:59-01:00").is_none());
+        assert!(timestamp("2026-04-12T10:15:00").is_none());
     }
 }

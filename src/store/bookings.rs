@@ -22,7 +22,7 @@ use crate::domain::{Bound, Busy, PatientState, Record, Refusal, check_booking_ti
 const NO_OVERLAP: &str = "bookings_no_overlap";
 
 /// A booking as stored. Times are milliseconds since the epoch, UTC.
-#[derive(Clone, Debug, Default, FromRow)]
+#[derive(Clone, Debug, FromRow)]
 pub struct Booking {
     pub id: String,
     #[sqlx(flatten)]
@@ -38,6 +38,24 @@ pub struct Booking {
     /// A JSON array of [key, value] pairs, in the order they were first set: see
     /// [`Booking::metadata`].
     pub metadata: String,
+}
+
+impl Default for Booking {
+    /// A booking of nothing, with no metadata: an empty list, as the column's default is,
+    /// which the metadata filter reads as JSON (an empty text is not).
+    fn default() -> Booking {
+        Booking {
+            id: String::new(),
+            fields: BookingFields::default(),
+            cancelled_at: None,
+            cancellation_reason: None,
+            created_at: 0,
+            updated_at: 0,
+            journey: Journey::default(),
+            send_cancellation: 0,
+            metadata: encode_metadata(Vec::new()),
+        }
+    }
 }
 
 /// When the patient reached each stage of their visit (milliseconds), if they did.

@@ -726,6 +726,8 @@ async fn a_bookings_status_journey_metadata_and_flags(#[case] engine: Engine) {
     );
     // A plain booking is confirmed.
     let plain = c.book_ok("10:00", "10:30").await;
+    // And one that never gets metadata, which the metadata filter reads past.
+    c.book_ok("11:00", "11:30").await;
     let read = app
         .ok(
             &format!("query($id: ID!) {{ booking(id: $id) {{ {RECORD} }} }}"),
@@ -847,6 +849,11 @@ async fn a_bookings_status_journey_metadata_and_flags(#[case] engine: Engine) {
     for bad in [
         json!({ "date": "2031-03-04" }),
         json!({ "journeyStage": "arrived", "date": "yesterday" }),
+        // Years a client could not read back.
+        json!({ "journeyStage": "arrived", "date": "+200000-12-31" }),
+        json!({ "journeyStage": "arrived", "date": "-5000-01-01" }),
+        json!({ "journeyStage": "arrived", "date": "0000-01-01T00:00:00+23:59" }),
+        json!({ "journeyStage": "arrived", "date": "2031-03-04".repeat(1000) }),
     ] {
         let body = app
             .gql(

@@ -581,3 +581,66 @@ async fn lists_sort_in_byte_order_on_postgres() {
         );
     }
 }
+
+/// Bookings that bookings made through the API left with an empty text as their metadata
+/// (before migration 0032) read as bookings with none, and the metadata filter reads past
+/// them rather than failing on them.
+#[rstest::rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn bookings_stored_with_empty_metadata_are_mended(#[case] engine: Engine) {
+    let Some(db) = TestDatabase::new(engine).await else {
+        return;
+    };
+    sqlx::any::install_default_drivers();
+    let url = match engine {
+        Engine::Sqlite => format!("{}?mode=rwc", db.url),
+        Engine::Postgres => db.url.clone(),
+    };
+    let pool = sqlx::AnyPool::connect(&url).await.expect("open");
+    crate::helpers::migrate_to(&pool, engine, 31).await;
+    for sql in [
+        "INSERT INTO practices (id, name, is_default, created_at) VALUES ('p1', 'Clinic', 1, 0)",
+        "INSERT INTO users (practice_id, id, email, password_hash, title, first_name, \
+         last_name, role, is_doctor, created_at, updated_at) VALUES ('p1', 'u1', \
+         'grace@example.com', 'x', 'Dr', 'Grace', 'Hopper', 'practitioner', 1, 0, 0)",
+        "INSERT INTO patients (practice_id, id, first_name, last_name, search_text, \
+         created_at, updated_at) VALUES ('p1', 'pa1', 'Jane', 'Doe', 'jane doe', 0, 0)",
+        "INSERT INTO bookings (practice_id, id, patient_id, doctor_id, start_at, end_at, \
+         created_at, updated_at, metadata) VALUES ('p1', 'b1', 'pa1', 'u1', 1000, 2000, 0, 0, '')",
+        "INSERT INTO bookings (practice_id, id, patient_id, doctor_id, start_at, end_at, \
+         created_at, updated_at, metadata) VALUES ('p1', 'b2', 'pa1', 'u1', 3000, 4000, 0, 0, \
+         '[[\"source\",\"phone\"]]')",
+    ] {
+        sqlx::query(sql).execute(&pool).await.expect(sql);
+    }
+    pool.close().await;
+
+    let store = Store::open(&db.url, &PoolSettings::default())
+        .await
+        .expect("upgrade");
+    let practice = store.practice("p1");
+    let filter = practice_api::store::bookings::BookingFilter {
+        metadata: Some(("source".into(), None)),
+        include_cancelled: true,
+        ..Default::default()
+    };
+    let page = practice_api::store::PageRequest {
+        page: 1,
+        page_size: 10,
+    };
+    let found = practice
+        .list_bookings(&filter, page)
+        .await
+        .expect("the filter reads every booking");
+    let ids: Vec<&str> = found.items.iter().map(|b| b.id.as_str()).collect();
+    assert_eq!(ids, ["b2"]);
+    let mended = practice
+        .find_booking("b1")
+        .await
+        .expect("read")
+        .expect("there");
+    assert_eq!(mended.metadata, "[]");
+    store.close().await;
+}
