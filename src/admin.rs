@@ -95,6 +95,7 @@ fn say(refusal: &Refusal) -> String {
         }
         Refusal::NoMembership => "the patient has no membership".into(),
         Refusal::RelatedToItself => "a patient cannot be related to themselves".into(),
+        Refusal::PatientUnnamed => "a patient keeps a first name, a last name or an email".into(),
         Refusal::PatientOnHold => "the patient is on hold".into(),
         Refusal::PatientArchived => "the patient is archived".into(),
         Refusal::ProductTypeFixed(kind) => format!("a product keeps its type ({kind})"),
@@ -117,6 +118,7 @@ fn say(refusal: &Refusal) -> String {
                 Bound::AccessGroups => "access groups",
                 Bound::NumberDefinitions => "number definitions",
                 Bound::ServicesProvided => "services of a location or a practitioner",
+                Bound::Webhooks => "webhook subscriptions",
             }
         ),
     }

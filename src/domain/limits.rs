@@ -24,6 +24,13 @@ pub const MAX_NUMBER_DEFINITIONS: usize = 50;
 /// Most API tokens a practice has that are not revoked, and most that `apiTokens` lists
 /// (the newest).
 pub const MAX_API_TOKENS: usize = 200;
+/// Most webhook subscriptions a practice has that are not deleted: each change of a record
+/// is an attempt to each subscription of its type, so the bound is one on the requests a
+/// single write can make the server send.
+pub const MAX_WEBHOOKS: usize = 50;
+/// Most attempts `WebhookDelivery.attempts` lists: the newest. A schedule has at most 20
+/// attempts, but each redelivery adds its own to the delivery's.
+pub const MAX_ATTEMPTS_LISTED: usize = 20;
 /// Most permissions one token carries.
 pub const MAX_PERMISSIONS: usize = 100;
 /// The furthest row a page may reach (page × pageSize): deeper pages of a list are read by

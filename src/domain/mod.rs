@@ -152,6 +152,8 @@ pub enum Refusal {
     NoMembership,
     /// A patient is not related to itself.
     RelatedToItself,
+    /// The change would leave the patient with no first name, last name or email.
+    PatientUnnamed,
     /// The patient is on hold: no new booking.
     PatientOnHold,
     /// The patient is archived: their record's lists change once they are brought back.
@@ -179,6 +181,7 @@ pub enum Bound {
     AccessGroups,
     NumberDefinitions,
     ServicesProvided,
+    Webhooks,
 }
 
 impl Bound {
@@ -199,6 +202,7 @@ impl Bound {
             Bound::AccessGroups => limits::MAX_ACCESS_GROUPS,
             Bound::NumberDefinitions => limits::MAX_NUMBER_DEFINITIONS,
             Bound::ServicesProvided => limits::MAX_SERVICES_PROVIDED,
+            Bound::Webhooks => limits::MAX_WEBHOOKS,
         }
     }
 }

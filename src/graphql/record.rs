@@ -253,7 +253,7 @@ fn contact(input: PatientRelationshipContactInput, complete: bool) -> Result<Con
     let contact = Contact {
         related_account_id: input.related_account_id.map(|id| id.0),
         source: line(&f("source"), input.source)?,
-        source_id: input.source_id.map(|id| id.0),
+        source_id: line(&f("sourceId"), input.source_id.map(|id| id.0))?,
         first_name: line(&f("firstName"), input.first_name)?,
         last_name: line(&f("lastName"), input.last_name)?,
         title: line(&f("title"), input.title)?,

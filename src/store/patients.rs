@@ -607,6 +607,11 @@ impl PracticeStore<'_> {
         self.modify_patient(id, "update", labels, |p| {
             let phone = (p.fields.phone_type.clone(), p.fields.phone_number.clone());
             patch.apply(&mut p.fields);
+            // As on create: a patient is known by a name or an email.
+            let f = &p.fields;
+            if f.first_name.is_empty() && f.last_name.is_empty() && f.email.is_none() {
+                return Err(Refusal::PatientUnnamed);
+            }
             if phone != (p.fields.phone_type.clone(), p.fields.phone_number.clone()) {
                 p.follow_first_phone();
             }

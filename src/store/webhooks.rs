@@ -9,7 +9,8 @@ use sqlx::FromRow;
 
 use super::audit::Event;
 use super::{Change, Page, PageRequest, PracticeStore, Store, StoreResult, new_id, now_ms};
-use crate::domain::{Record, Refusal};
+use crate::domain::limits::MAX_ATTEMPTS_LISTED;
+use crate::domain::{Bound, Record, Refusal};
 
 const SUBSCRIPTION_COLUMNS: &str = "id, url, label, headers, secret, previous_secret, \
      previous_secret_until, delivery_paused, failing_since, deleted_at, created_at, updated_at";
@@ -238,6 +239,13 @@ impl PracticeStore<'_> {
         // Two at once on PostgreSQL (a retry through two instances) would each find the other
         // not yet there: the practice's row orders them, as SQLite's one writer does.
         self.lock_practice(&mut tx).await?;
+        let live = "AND deleted_at IS NULL";
+        if self
+            .at_bound(&mut tx, "webhook_subscriptions", live, Bound::Webhooks)
+            .await?
+        {
+            return Ok(Err(Refusal::TooMany(Bound::Webhooks).into()));
+        }
         if let Some(taken) = self.same_url_and_type(&mut tx, None, &url, &types).await? {
             return Ok(Err(taken.into()));
         }
@@ -432,11 +440,14 @@ impl PracticeStore<'_> {
         Ok(page.finish(rows))
     }
 
-    /// The attempts of these deliveries, by delivery, in order.
+    /// The newest [`MAX_ATTEMPTS_LISTED`] attempts of each of these deliveries, by delivery,
+    /// in order.
     pub async fn attempts_of(&self, ids: &[String]) -> StoreResult<HashMap<String, Vec<Attempt>>> {
         let sql = format!(
-            "SELECT delivery_id, attempt, at, response_status, error FROM webhook_attempts \
-             WHERE practice_id = $1 AND delivery_id {} ORDER BY attempt",
+            "SELECT delivery_id, attempt, at, response_status, error FROM \
+             (SELECT a.*, ROW_NUMBER() OVER (PARTITION BY delivery_id ORDER BY attempt DESC) \
+             AS newest FROM webhook_attempts a WHERE practice_id = $1 AND delivery_id {}) \
+             AS listed WHERE newest <= {MAX_ATTEMPTS_LISTED} ORDER BY attempt",
             self.store.engine.in_list(2)
         );
         let rows: Vec<Attempt> = self.read_for_ids(&sql, ids).await?;

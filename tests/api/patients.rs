@@ -112,7 +112,6 @@ async fn create_read_update_archive_delete(#[case] engine: Engine) {
         )
         .await;
     assert_eq!(error_code(&cleared), "BAD_USER_INPUT", "{cleared}");
-
     // Archive: out of the list unless asked for.
     let archived = mutate(
         &app,
@@ -497,18 +496,46 @@ async fn invalid_patient_data_is_a_clear_error(#[case] engine: Engine) {
         assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
         assert!(error_message(&body).starts_with(says), "{body}");
     }
-    let bad_date = app
-        .gql(
-            Some(&app.admin_token),
-            "mutation($d: CreatePatientDataInput!) { createPatient(patientData: $d) { data { id } } }",
-            json!({ "d": { "first": "A", "last": "B", "dob": "1990-13-01" } }),
-        )
-        .await;
-    assert_eq!(error_code(&bad_date), "BAD_USER_INPUT", "{bad_date}");
-    assert!(
-        error_message(&bad_date).contains("YYYY-MM-DD"),
-        "{bad_date}"
+    // A patient known by an email alone keeps it: clearing it would leave a patient that
+    // createPatient refuses to make.
+    let only_email = mutate(
+        &app,
+        "mutation { createPatient(patientData: { email: \"only@example.com\" }) { data { id } error } }",
+        json!({}),
+    )
+    .await;
+    let only_email = only_email["data"]["id"].as_str().expect("id").to_string();
+    let unnamed = mutate(
+        &app,
+        "mutation($id: ID!) { updatePatient(id: $id, patientData: { email: null }) { data { id } error } }",
+        json!({ "id": only_email }),
+    )
+    .await;
+    assert_eq!(
+        unnamed,
+        json!({ "data": null, "error": "A patient keeps a first name, a last name or an email: this change would leave none" })
     );
+    assert_eq!(
+        patient(&app, &only_email).await["email"],
+        "only@example.com"
+    );
+
+    // Neither a day that is none nor one in a year of more or fewer than four digits, which
+    // chrono reads but no client reads back.
+    for dob in ["1990-13-01", "-5000-01-01", "+1000-01-01", "0000-12-31"] {
+        let bad_date = app
+            .gql(
+                Some(&app.admin_token),
+                "mutation($d: CreatePatientDataInput!) { createPatient(patientData: $d) { data { id } } }",
+                json!({ "d": { "first": "A", "last": "B", "dob": dob } }),
+            )
+            .await;
+        assert_eq!(error_code(&bad_date), "BAD_USER_INPUT", "{bad_date}");
+        assert!(
+            error_message(&bad_date).contains("YYYY-MM-DD"),
+            "{bad_date}"
+        );
+    }
 }
 
 #[rstest]

@@ -422,6 +422,19 @@ async fn phones_numbers_attributes_relationships_and_membership(#[case] engine: 
         )
         .await;
     assert_eq!(error_code(&body), "GRAPHQL_VALIDATION_FAILED", "{body}");
+    // The contact's id in another system is a line, as long as any other.
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            add_rel,
+            json!({ "p": id, "t": "GP", "c": { "firstName": "A", "sourceId": "x".repeat(201) } }),
+        )
+        .await;
+    assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+    assert!(
+        error_message(&body).contains("contactDetails.sourceId"),
+        "{body}"
+    );
     let done = change(
         &app,
         "mutation($p: ID!, $r: ID!) { updatePatientRelationship(patientId: $p, relationshipId: $r, relationshipType: PRACTITIONER, contactDetails: { lastName: \"House\" }) { data { relatedAccounts { relationshipType contactDetails { firstName } } } error } }",

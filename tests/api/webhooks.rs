@@ -599,6 +599,29 @@ async fn a_delivery_can_be_sent_again(#[case] engine: Engine) {
         .collect();
     assert_eq!(numbers, vec![1, 2, 3, 4, 5]);
 
+    // Sent again and again, a delivery lists its newest 20 attempts: its list stays as long
+    // as the query's cost says it can be.
+    for _ in 0..16 {
+        let again = app
+            .ok(
+                "mutation($d: ID!) { redeliverWebhook(deliveryId: $d) { error } }",
+                json!({ "d": delivered["id"] }),
+            )
+            .await;
+        assert_eq!(again["redeliverWebhook"]["error"], Value::Null, "{again}");
+        assert_eq!(receiver.expect().await["status"], 200);
+        wait_for_status(&app, id, "delivered").await;
+    }
+    let delivered = wait_for_status(&app, id, "delivered").await;
+    assert_eq!(delivered["attempt"], 21);
+    let numbers: Vec<i64> = delivered["attempts"]
+        .as_array()
+        .expect("attempts")
+        .iter()
+        .map(|a| a["attempt"].as_i64().expect("attempt"))
+        .collect();
+    assert_eq!(numbers, (2..=21).collect::<Vec<i64>>());
+
     let unknown = app
         .ok(
             "mutation { redeliverWebhook(deliveryId: \"nope\") { data { id } error } }",
@@ -709,6 +732,47 @@ async fn the_operations_keep_their_rules(#[case] engine: Engine) {
         .await;
     assert_eq!(listed["live"]["data"].as_array().map(Vec::len), Some(1));
     assert_eq!(listed["all"]["data"].as_array().map(Vec::len), Some(2));
+
+    // A practice has at most 50 live subscriptions; the deleted one does not count.
+    for batch in 0..2 {
+        let fields: String = (0..25)
+            .filter(|i| batch * 25 + i < 49)
+            .map(|i| {
+                let n = batch * 25 + i;
+                format!(
+                    "h{n}: createWebhook(input: {{ url: \"{url}/{n}\", eventTypes: [\"label.deleted\"], label: \"h\" }}) {{ error }} "
+                )
+            })
+            .collect();
+        let made = app.ok(&format!("mutation {{ {fields} }}"), json!({})).await;
+        let refused: Vec<&Value> = made
+            .as_object()
+            .expect("fields")
+            .values()
+            .filter(|f| !f["error"].is_null())
+            .collect();
+        assert!(refused.is_empty(), "{made}");
+    }
+    let over =
+        create(json!({ "url": url, "eventTypes": ["label.deleted"], "label": "51st" })).await;
+    assert_eq!(
+        over["data"]["createWebhook"]["error"],
+        "A practice has at most 50 webhook subscriptions: delete one first, or give one \
+         subscription several event types"
+    );
+    let again_id = again["data"]["createWebhook"]["data"]["id"].clone();
+    app.ok(
+        "mutation($id: ID!) { deleteWebhook(id: $id) { error } }",
+        json!({ "id": again_id }),
+    )
+    .await;
+    let after =
+        create(json!({ "url": url, "eventTypes": ["label.deleted"], "label": "50th" })).await;
+    assert_eq!(
+        after["data"]["createWebhook"]["error"],
+        Value::Null,
+        "{after}"
+    );
 }
 
 #[rstest]

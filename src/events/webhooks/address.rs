@@ -26,6 +26,13 @@ pub fn check_url(text: &str, allow_private: bool) -> Result<Url, String> {
         return Err(format!("url must be at most {MAX_URL_CHARS} characters"));
     }
     let url = Url::parse(text).map_err(|e| format!("url is not a URL ({e}): {text:?}"))?;
+    // What is kept and sent is the URL written out, where each character outside ASCII is
+    // percent-encoded: up to 12 characters for one.
+    if url.as_str().len() > MAX_URL_CHARS {
+        return Err(format!(
+            "url must be at most {MAX_URL_CHARS} characters once percent-encoded"
+        ));
+    }
     match url.scheme() {
         "https" => {}
         "http" if allow_private => {}
@@ -191,5 +198,13 @@ mod tests {
         }
         assert!(check_url("http://127.0.0.1:9000/in", true).is_ok());
         assert!(check_url("ftp://127.0.0.1/", true).is_err());
+        // The bound is on the URL as kept, percent-encoded: 2,020 characters of which 2,000
+        // are emoji are 24,020 written out.
+        let long = format!("https://example.com/{}", "\u{1F600}".repeat(2000));
+        assert!(long.chars().count() <= MAX_URL_CHARS);
+        let refused = check_url(&long, false).expect_err("too long once encoded");
+        assert!(refused.contains("percent-encoded"), "{refused}");
+        let fits = format!("https://example.com/{}", "\u{1F600}".repeat(150));
+        assert!(check_url(&fits, false).is_ok());
     }
 }

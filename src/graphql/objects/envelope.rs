@@ -195,6 +195,11 @@ fn sentence(refusal: &Refusal) -> String {
         }
         Refusal::NoMembership => "The patient has no membership".into(),
         Refusal::RelatedToItself => "A patient cannot be related to themselves".into(),
+        Refusal::PatientUnnamed => {
+            "A patient keeps a first name, a last name or an email: this change would leave \
+             none"
+                .into()
+        }
         Refusal::PatientArchived => {
             "This patient is archived: unarchive them before changing their record".into()
         }
@@ -242,6 +247,10 @@ fn sentence(refusal: &Refusal) -> String {
                 Bound::ServicesProvided => {
                     format!("A location or a practitioner provides at most {max} services")
                 }
+                Bound::Webhooks => format!(
+                    "A practice has at most {max} webhook subscriptions: delete one first, or \
+                     give one subscription several event types"
+                ),
                 Bound::ApiTokens => format!(
                     "A practice has at most {max} API tokens that are neither revoked nor \
                      expired: revoke one first"

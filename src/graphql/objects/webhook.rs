@@ -156,7 +156,7 @@ impl WebhookDelivery {
     async fn next_attempt_at(&self) -> Option<DateTime> {
         DateTime::from_opt(self.delivery.next_attempt_at)
     }
-    /// Every attempt, oldest first.
+    /// Its newest 20 attempts, oldest first (`attempt` numbers them all).
     async fn attempts(&self) -> Vec<WebhookAttempt> {
         self.attempts
             .iter()

@@ -19,9 +19,9 @@ use async_graphql::{Name, Positioned, Value as ConstValue, Variables};
 
 use crate::domain::limits::{
     MAX_ACCESS_GROUPS, MAX_ACCESS_GROUPS_PER_PATIENT, MAX_API_TOKENS, MAX_APPOINTMENT_TYPES,
-    MAX_ATTRIBUTES_PER_PATIENT, MAX_LABELS_PER_PATIENT, MAX_LABELS_PER_PRODUCT, MAX_LOCATIONS,
-    MAX_METADATA_ENTRIES, MAX_METADATA_PER_PRODUCT, MAX_NUMBER_DEFINITIONS,
-    MAX_NUMBERS_PER_PATIENT, MAX_PATIENT_BOOKINGS, MAX_PHONES_PER_PATIENT,
+    MAX_ATTEMPTS_LISTED, MAX_ATTRIBUTES_PER_PATIENT, MAX_LABELS_PER_PATIENT,
+    MAX_LABELS_PER_PRODUCT, MAX_LOCATIONS, MAX_METADATA_ENTRIES, MAX_METADATA_PER_PRODUCT,
+    MAX_NUMBER_DEFINITIONS, MAX_NUMBERS_PER_PATIENT, MAX_PATIENT_BOOKINGS, MAX_PHONES_PER_PATIENT,
     MAX_RELATIONSHIPS_PER_PATIENT, MAX_SEARCH_MATCHES, MAX_SERVICES_PROVIDED, MAX_SESSIONS_LISTED,
     MIN_INDEXED_SEARCH_CHARS,
 };
@@ -227,9 +227,12 @@ const WEIGHTS: &[(&str, &str, Weight)] = &[
         "headers",
         Weight::AtMost(MAX_HEADERS),
     ),
-    // At most one attempt per delay of the longest schedule allowed, and each redelivery
-    // starts again: a log is read a page at a time, so this is a generous bound.
-    ("WebhookDelivery", "attempts", Weight::AtMost(20)),
+    // The newest attempts only: redeliveries add to a delivery's without end.
+    (
+        "WebhookDelivery",
+        "attempts",
+        Weight::AtMost(MAX_ATTEMPTS_LISTED),
+    ),
 ];
 
 /// The extra cost of a search: what it can touch. One of three characters or more reads at
