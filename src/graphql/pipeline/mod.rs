@@ -136,7 +136,8 @@ impl Pipeline {
     /// The request with its document, when it sent a persisted query's hash instead (see
     /// [`persisted`]); refused when it has neither.
     pub fn resolve(&self, params: Params) -> Result<Params, Rejection> {
-        self.persisted.resolve(params)
+        self.persisted
+            .resolve(params, self.limits.max_document_bytes)
     }
 
     /// Reads the document: see [`prepare::prepare`].

@@ -45,8 +45,11 @@ impl Default for Persisted {
 }
 
 impl Persisted {
-    /// The request with its document: as sent, or the one its hash stands for.
-    pub fn resolve(&self, mut params: Params) -> Result<Params, Rejection> {
+    /// The request with its document: as sent, or the one its hash stands for. A document
+    /// sent with its hash is kept only if it could be run: no longer than `max_bytes` (the
+    /// limit on documents, which is checked after this) and without NUL characters; another
+    /// is refused by the next stage, and kept it would only push out the ones that run.
+    pub fn resolve(&self, mut params: Params, max_bytes: usize) -> Result<Params, Rejection> {
         let Some(persisted) = params
             .extensions
             .as_ref()
@@ -76,7 +79,9 @@ impl Persisted {
                  be the SHA-256 of the query, in hexadecimal",
             ));
         }
-        self.cache.insert(hash, Arc::from(params.query.as_str()));
+        if params.query.len() <= max_bytes && !params.query.contains('\0') {
+            self.cache.insert(hash, Arc::from(params.query.as_str()));
+        }
         Ok(params)
     }
 }
@@ -120,24 +125,49 @@ mod tests {
         let query = "{ currentPractice { id } }";
         let hash = hex::encode(Sha256::digest(query.as_bytes()));
         let unknown = persisted
-            .resolve(params("", &hash))
+            .resolve_within(params("", &hash))
             .expect_err("not known yet");
         assert_eq!(unknown.code, code::PERSISTED_QUERY_NOT_FOUND);
         let wrong = persisted
-            .resolve(params("{ labels { data { id } } }", &hash))
+            .resolve_within(params("{ labels { data { id } } }", &hash))
             .expect_err("another document");
         assert_eq!(wrong.stop, Stop::Malformed);
         assert_eq!(
-            persisted.resolve(params(query, &hash)).expect("sent").query,
+            persisted
+                .resolve_within(params(query, &hash))
+                .expect("sent")
+                .query,
             query
         );
         assert_eq!(
             persisted
-                .resolve(params("", &hash.to_uppercase()))
+                .resolve_within(params("", &hash.to_uppercase()))
                 .expect("known")
                 .query,
             query
         );
-        assert!(persisted.resolve(params("", "abc")).is_err());
+        assert!(persisted.resolve_within(params("", "abc")).is_err());
+    }
+
+    #[test]
+    fn a_document_that_cannot_run_is_not_kept() {
+        let persisted = Persisted::default();
+        for query in ["{ a }".repeat(10), "{ a(b: \"\0\") }".to_string()] {
+            let hash = hex::encode(Sha256::digest(query.as_bytes()));
+            // Passed on to be refused by the next stage, and not kept.
+            let sent = persisted.resolve(params(&query, &hash), 40).expect("sent");
+            assert_eq!(sent.query, query);
+            let again = persisted
+                .resolve(params("", &hash), 40)
+                .expect_err("not kept");
+            assert_eq!(again.code, code::PERSISTED_QUERY_NOT_FOUND);
+        }
+    }
+
+    impl Persisted {
+        /// Resolves under the default limit on documents.
+        fn resolve_within(&self, params: Params) -> Result<Params, Rejection> {
+            self.resolve(params, 32 * 1024)
+        }
     }
 }
