@@ -6,11 +6,15 @@ use async_graphql::{Context, ID, InputObject, MaybeUndefined, Object, Result};
 
 use super::access::{authorize, writer};
 use super::error::{OrFail, bad_input, code, forbidden, guesses_throttled, internal, store_failed};
-use super::objects::{Session, SignInPayload, User, UserResponsePayload, refusal, unselected};
+use super::objects::{
+    Session, SignInPayload, User, UserResponsePayload, invalid_input, refusal, unselected,
+};
 use super::scalars::DateTime;
 use super::{ApiSettings, ClientAddress, store};
 use crate::auth::staff::{self, StaffError, StaffInput, WithLink};
 use crate::auth::{Access, OperationKind, Principal, Resource, SignedIn};
+use crate::domain::Denied;
+use crate::store::users::Whose;
 
 /// A new staff user. They have no password until they open the set-password link that
 /// createUser returns.
@@ -441,8 +445,9 @@ impl StaffMutations {
     }
 
     /// Ends a signed-in session at once, on every server: one of the caller's own, or, with
-    /// `users:write`, anyone's. True when the session was ended (or had ended already);
-    /// false when the caller has no such session to end.
+    /// `users:write`, that of a user whose role the caller's permissions cover (as for
+    /// disableUser; otherwise null, with an error coded REFUSED). True when the session was ended (or had ended
+    /// already); false when the caller has no such session to end.
     async fn revoke_session(
         &self,
         ctx: &Context<'_>,
@@ -450,15 +455,27 @@ impl StaffMutations {
     ) -> Result<Option<bool>> {
         let principal = authorize(ctx, OperationKind::Mutation)?;
         let manages = principal.permissions.allows(Resource::Users, Access::Write);
-        let owner = match (manages, principal.user_id()) {
-            (true, _) => None,
-            (false, Some(own)) => Some(own),
+        let covered = covers(principal);
+        let whose = match (manages, principal.user_id()) {
+            (true, caller) => Whose::Covered {
+                caller,
+                covers: &covered,
+            },
+            (false, Some(own)) => Whose::Own(own),
             (false, None) => return Ok(Some(false)),
         };
-        let ended = writer(ctx, principal)
-            .revoke_session(&id, owner)
+        match writer(ctx, principal)
+            .revoke_session(&id, whose)
             .await
-            .or_fail()?;
-        Ok(Some(ended.is_some()))
+            .or_fail()?
+        {
+            Ok(ended) => Ok(Some(ended.is_some())),
+            Err(Denied::Refused(r)) => {
+                // Said as a GraphQL error with the code REFUSED: there is no payload.
+                refusal(ctx, &r);
+                Ok(None)
+            }
+            Err(Denied::Invalid(invalid)) => Err(invalid_input(invalid)),
+        }
     }
 }

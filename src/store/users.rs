@@ -204,6 +204,19 @@ pub fn encode_pairs(pairs: &[(String, String)]) -> String {
 /// `auth::staff`, which decides by the caller's permissions.
 pub type Covers<'a> = &'a (dyn Fn(&str) -> bool + Sync);
 
+/// Whose sessions a caller may end.
+#[derive(Clone, Copy)]
+pub enum Whose<'a> {
+    /// Only this user's, the caller's own.
+    Own(&'a str),
+    /// The caller's own (`caller`, a staff user's id, none for an API token), and those of
+    /// the users whose role `covers` covers.
+    Covered {
+        caller: Option<&'a str>,
+        covers: Covers<'a>,
+    },
+}
+
 /// What signIn needs to check a password: the user, its practice and its hash.
 #[derive(Clone, Debug)]
 pub struct Credentials {
@@ -697,9 +710,32 @@ impl PracticeStore<'_> {
     pub async fn revoke_session(
         &self,
         id: &str,
-        owner: Option<&str>,
-    ) -> StoreResult<Option<Token>> {
+        whose: Whose<'_>,
+    ) -> StoreResult<Change<Option<Token>>> {
         let mut tx = self.begin_write().await?;
+        let owner = match whose {
+            Whose::Own(user) => Some(user),
+            Whose::Covered { caller, covers } => {
+                // Another's session ends as their account would be disabled: only by a caller
+                // whose permissions cover their role.
+                let held: Option<(String, String)> = sqlx::query_as(
+                    "SELECT u.id, u.role FROM tokens t JOIN users u \
+                     ON u.practice_id = t.practice_id AND u.id = t.user_id \
+                     WHERE t.practice_id = $1 AND t.id = $2 AND t.kind = 'user'",
+                )
+                .bind(self.practice_id)
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                if let Some((user, role)) = held
+                    && caller != Some(user.as_str())
+                    && !covers(&role)
+                {
+                    return Ok(Err(Refusal::RoleAboveCaller(role).into()));
+                }
+                None
+            }
+        };
         let sql = format!(
             "UPDATE tokens SET revoked_at = COALESCE(revoked_at, $3) \
              WHERE practice_id = $1 AND id = $2 AND kind = 'user' \
@@ -716,7 +752,7 @@ impl PracticeStore<'_> {
             self.commit(tx, Event::of("revoke_session", "token", &token.id))
                 .await?;
         }
-        Ok(token)
+        Ok(Ok(token))
     }
 
     /// Loads a user in `tx` after taking the practice's row (so that counts of admins are

@@ -536,6 +536,16 @@ async fn sessions_are_listed_and_ended(#[case] engine: Engine) {
         .await;
     assert_eq!(refused["data"]["revokeSession"], false, "{refused}");
     assert_accepted(&app, &boss).await;
+    // With users:write, only the sessions of users whose role the caller's permissions cover,
+    // as for disableUser: not an admin's.
+    let manager = app.token(&["users:write", "users:read"]).await;
+    let above = app
+        .gql(Some(&manager), revoke, json!({ "id": boss_session }))
+        .await;
+    assert_eq!(above["data"]["revokeSession"], Value::Null, "{above}");
+    assert_eq!(error_code(&above), "REFUSED", "{above}");
+    assert!(error_message(&above).contains("role admin"), "{above}");
+    assert_accepted(&app, &boss).await;
     // An admin ends anyone's.
     let current = current_session(&app, &here).await;
     let body = app.gql(Some(&boss), revoke, json!({ "id": current })).await;

@@ -96,7 +96,7 @@ pub fn unselected(ctx: &Context<'_>, code: &'static str, message: &str) {
 }
 
 /// An input that breaks a rule of its own, as the API's arguments name it.
-fn invalid_input(invalid: Invalid) -> Error {
+pub fn invalid_input(invalid: Invalid) -> Error {
     bad_input(match invalid {
         Invalid::BookingEndsBeforeStart => "bookingData.end must be after bookingData.start",
         Invalid::BookingTooLong => "a booking must not be longer than 24 hours",
@@ -182,7 +182,10 @@ fn sentence(refusal: &Refusal) -> String {
                 .into()
         }
         Refusal::RoleAboveCaller(role) => {
-            format!("You cannot give or change the role {role}: it can do more than you can")
+            format!(
+                "The role {role} can do more than you can: you cannot give it, nor act on a \
+                 user who has it"
+            )
         }
         Refusal::OwnAccount => "You cannot disable your own account".into(),
         Refusal::UserDisabled => "This staff user is disabled: enable them first".into(),

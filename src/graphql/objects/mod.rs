@@ -21,7 +21,7 @@ mod webhook;
 
 pub use audit_event::AuditEventData;
 pub use booking::{BookingData, BookingStatus};
-pub use envelope::{ResponsePayload, envelope, refusal, unselected};
+pub use envelope::{ResponsePayload, envelope, invalid_input, refusal, unselected};
 pub use event::{Event, EventFeed, EventIdentifiers};
 pub use label::{Label, LabelData};
 pub use location::{Address, Appointment, Location};
