@@ -338,6 +338,20 @@ async fn search_upgrades_in_place_with_every_patient() {
     assert!(elsewhere.items.is_empty(), "another practice's patient");
 }
 
+/// A new database of `engine` migrated up to `version`, with a pool on it; None when the
+/// engine is not there to test.
+async fn migrated_to(engine: Engine, version: i64) -> Option<(TestDatabase, sqlx::AnyPool)> {
+    let db = TestDatabase::new(engine).await?;
+    sqlx::any::install_default_drivers();
+    let url = match engine {
+        Engine::Sqlite => format!("{}?mode=rwc", db.url),
+        Engine::Postgres => db.url.clone(),
+    };
+    let pool = sqlx::AnyPool::connect(&url).await.expect("open");
+    crate::helpers::migrate_to(&pool, engine, version).await;
+    Some((db, pool))
+}
+
 /// A database made by the previous release (migrations up to 0013, before staff management
 /// and the full record), with a practice, a staff user and their session, an API token, a
 /// patient with a phone and a label, and a booking, is upgraded in place: every record is
@@ -349,16 +363,9 @@ async fn search_upgrades_in_place_with_every_patient() {
 #[tokio::test]
 async fn the_previous_release_upgrades_in_place_with_every_record(#[case] engine: Engine) {
     use practice_api::auth::{authenticate, secret};
-    let Some(db) = TestDatabase::new(engine).await else {
+    let Some((db, pool)) = migrated_to(engine, 13).await else {
         return;
     };
-    sqlx::any::install_default_drivers();
-    let url = match engine {
-        Engine::Sqlite => format!("{}?mode=rwc", db.url),
-        Engine::Postgres => db.url.clone(),
-    };
-    let pool = sqlx::AnyPool::connect(&url).await.expect("open");
-    crate::helpers::migrate_to(&pool, engine, 13).await;
 
     let api = secret::new_secret("p1");
     let session = secret::new_secret("p1");
@@ -590,16 +597,9 @@ async fn lists_sort_in_byte_order_on_postgres() {
 #[case::postgres(Engine::Postgres)]
 #[tokio::test]
 async fn bookings_stored_with_empty_metadata_are_mended(#[case] engine: Engine) {
-    let Some(db) = TestDatabase::new(engine).await else {
+    let Some((db, pool)) = migrated_to(engine, 31).await else {
         return;
     };
-    sqlx::any::install_default_drivers();
-    let url = match engine {
-        Engine::Sqlite => format!("{}?mode=rwc", db.url),
-        Engine::Postgres => db.url.clone(),
-    };
-    let pool = sqlx::AnyPool::connect(&url).await.expect("open");
-    crate::helpers::migrate_to(&pool, engine, 31).await;
     for sql in [
         "INSERT INTO practices (id, name, is_default, created_at) VALUES ('p1', 'Clinic', 1, 0)",
         "INSERT INTO users (practice_id, id, email, password_hash, title, first_name, \

@@ -162,6 +162,16 @@ async fn deliveries(app: &TestApp, subscription: &str) -> Vec<Value> {
         .clone()
 }
 
+/// The numbers of the attempts a delivery lists.
+fn attempt_numbers(delivery: &Value) -> Vec<i64> {
+    delivery["attempts"]
+        .as_array()
+        .expect("attempts")
+        .iter()
+        .map(|a| a["attempt"].as_i64().expect("attempt"))
+        .collect()
+}
+
 /// Waits until the subscription's latest delivery has this status.
 async fn wait_for_status(app: &TestApp, subscription: &str, status: &str) -> Value {
     let started = Instant::now();
@@ -591,13 +601,7 @@ async fn a_delivery_can_be_sent_again(#[case] engine: Engine) {
     assert_eq!(receiver.expect().await["status"], 200);
     let delivered = wait_for_status(&app, id, "delivered").await;
     assert_eq!(delivered["attempt"], 5);
-    let numbers: Vec<i64> = delivered["attempts"]
-        .as_array()
-        .expect("attempts")
-        .iter()
-        .map(|a| a["attempt"].as_i64().expect("attempt"))
-        .collect();
-    assert_eq!(numbers, vec![1, 2, 3, 4, 5]);
+    assert_eq!(attempt_numbers(&delivered), vec![1, 2, 3, 4, 5]);
 
     // Sent again and again, a delivery lists its newest 20 attempts: its list stays as long
     // as the query's cost says it can be.
@@ -614,13 +618,7 @@ async fn a_delivery_can_be_sent_again(#[case] engine: Engine) {
     }
     let delivered = wait_for_status(&app, id, "delivered").await;
     assert_eq!(delivered["attempt"], 21);
-    let numbers: Vec<i64> = delivered["attempts"]
-        .as_array()
-        .expect("attempts")
-        .iter()
-        .map(|a| a["attempt"].as_i64().expect("attempt"))
-        .collect();
-    assert_eq!(numbers, (2..=21).collect::<Vec<i64>>());
+    assert_eq!(attempt_numbers(&delivered), (2..=21).collect::<Vec<i64>>());
 
     let unknown = app
         .ok(
