@@ -703,8 +703,14 @@ impl PracticeStore<'_> {
                 Refusal::NotFound(Record::Patient, id.to_string()).into()
             ));
         };
+        // Its labels, as its other lists, change once an archived patient is brought back.
+        let lists_kept = match (labels, patient.archived_at) {
+            (Some(_), Some(_)) => Err(Refusal::PatientArchived),
+            _ => Ok(()),
+        };
         if let Err(refusal) = patient
             .check_changeable()
+            .and(lists_kept)
             .and_then(|()| change(&mut patient))
         {
             return Ok(Err(refusal.into()));
@@ -832,8 +838,8 @@ impl PracticeStore<'_> {
         }
     }
 
-    /// Puts a label on a patient. Refused if the patient is deleted, the label is unknown or
-    /// already on the patient.
+    /// Puts a label on a patient. Refused if the patient is deleted or archived, the label is
+    /// unknown or already on the patient.
     pub async fn add_patient_label(
         &self,
         patient_id: &str,
@@ -905,10 +911,14 @@ impl PracticeStore<'_> {
         Ok(Err(Refusal::LabelNotOnPatient(label_id.to_string()).into()))
     }
 
-    /// Whether a patient can be changed: it exists and is not deleted.
+    /// Whether a patient's labels can change: it exists, and is neither deleted nor archived
+    /// (an archived patient's lists change once it is brought back).
     async fn check_live(&self, id: &str) -> StoreResult<Result<(), Refusal>> {
         Ok(match self.find_patient(id).await? {
             None => Err(Refusal::NotFound(Record::Patient, id.to_string())),
+            Some(p) if p.deleted_at.is_none() && p.archived_at.is_some() => {
+                Err(Refusal::PatientArchived)
+            }
             Some(p) => p.check_changeable(),
         })
     }
@@ -951,9 +961,9 @@ impl PracticeStore<'_> {
     }
 }
 
-/// Marks a patient that is not deleted as changed now, which also holds its row until the
-/// transaction ends (so that it cannot be deleted meanwhile). False if there is no such
-/// patient, or it is deleted.
+/// Marks a patient whose labels may change (neither deleted nor archived) as changed now,
+/// which also holds its row until the transaction ends (so that it cannot be deleted or
+/// archived meanwhile). False if there is no such patient.
 async fn touch_live_patient(
     tx: &mut Transaction<'_, Any>,
     practice_id: &str,
@@ -961,7 +971,7 @@ async fn touch_live_patient(
 ) -> StoreResult<bool> {
     let touched = sqlx::query(
         "UPDATE patients SET updated_at = $3 \
-         WHERE practice_id = $1 AND id = $2 AND deleted_at IS NULL",
+         WHERE practice_id = $1 AND id = $2 AND deleted_at IS NULL AND archived_at IS NULL",
     )
     .bind(practice_id)
     .bind(patient_id)

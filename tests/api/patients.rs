@@ -130,6 +130,20 @@ async fn create_read_update_archive_delete(#[case] engine: Engine) {
     )
     .await;
     assert_eq!(again["error"], "This patient is already archived");
+    // An archived patient's labels, as its other lists, change once it is brought back.
+    let label = app.label("Archived VIP").await;
+    for change in [
+        "mutation($id: ID!, $l: ID!) { addPatientLabel(patientId: $id, labelReferenceId: $l) { data { id } error } }",
+        "mutation($id: ID!, $l: ID!) { removePatientLabel(patientId: $id, labelId: $l) { data { id } error } }",
+        "mutation($id: ID!, $l: ID!) { updatePatient(id: $id, patientData: { labels: [$l] }) { data { id } error } }",
+    ] {
+        let refused = mutate(&app, change, json!({ "id": id, "l": label })).await;
+        assert_eq!(
+            refused,
+            json!({ "data": null, "error": "This patient is archived: unarchive them before changing their record" }),
+            "{change}"
+        );
+    }
     assert!(ids(&list(&app, "").await).is_empty());
     assert_eq!(
         ids(&list(&app, "(options: { includeArchived: true })").await),
