@@ -89,6 +89,10 @@ fn say(refusal: &Refusal) -> String {
         Refusal::UserDisabled => "the staff user is disabled: enable them first".into(),
         Refusal::PracticeHasStaff => "the practice has staff already".into(),
         Refusal::NoMetadataKey(key) => format!("the booking has no metadata key {key:?}"),
+        Refusal::MetadataTooLong { value, chars } => format!(
+            "a metadata {} of {chars} characters is too long",
+            if *value { "value" } else { "key" }
+        ),
         Refusal::NumberAlreadyOnPatient => "the patient has this number already".into(),
         Refusal::AccessGroupAlreadyOnPatient => {
             "the patient is in this access group already".into()

@@ -144,6 +144,12 @@ pub enum Refusal {
     PracticeHasStaff,
     /// The booking has no metadata entry with this key.
     NoMetadataKey(String),
+    /// A metadata key (`value: false`) or value (`value: true`) longer than its limit, with
+    /// its length in characters.
+    MetadataTooLong {
+        value: bool,
+        chars: usize,
+    },
     /// The patient has a value for this number definition already.
     NumberAlreadyOnPatient,
     /// The patient is in this access group already.

@@ -11,6 +11,7 @@ use super::pagination::Pagination;
 use super::scalars::{self, DateTime};
 use super::store;
 use crate::auth::OperationKind;
+use crate::domain::limits::{MAX_METADATA_KEY_CHARS, MAX_METADATA_VALUE_CHARS};
 use crate::domain::{Record, Refusal};
 use crate::store::bookings::{BookingFields, BookingFilter, BookingPatch, Stage};
 use crate::store::now_ms;
@@ -114,9 +115,25 @@ fn video_url(value: Option<String>) -> Result<Option<String>> {
     }
 }
 
-/// Checks a metadata key and value against their limits.
-fn metadata_entry(key: &str, value: Option<&str>) -> Result<()> {
-    crate::text::metadata_entry(key, value).map_err(bad_input)
+/// Checks a metadata key and value: past the contract's limits on their lengths (key ≤ 40,
+/// value ≤ 500), a business refusal, answered in `error` as the 51st entry is; otherwise
+/// against the rest of their rules (a key, no control characters), a mistake in the input.
+fn metadata_entry(key: &str, value: Option<&str>) -> Result<Result<(), Refusal>> {
+    let key_chars = key.chars().count();
+    if key_chars > MAX_METADATA_KEY_CHARS {
+        let chars = key_chars;
+        return Ok(Err(Refusal::MetadataTooLong {
+            value: false,
+            chars,
+        }));
+    }
+    let value_chars = value.map_or(0, |v| v.chars().count());
+    if value_chars > MAX_METADATA_VALUE_CHARS {
+        let chars = value_chars;
+        return Ok(Err(Refusal::MetadataTooLong { value: true, chars }));
+    }
+    crate::text::metadata_entry(key, value).map_err(bad_input)?;
+    Ok(Ok(()))
 }
 
 /// Changes to a booking. An omitted field is left as it is; null clears location,
@@ -271,7 +288,9 @@ impl BookingQueries {
         let options = options.unwrap_or_default();
         let metadata = filters.unwrap_or_default().metadata;
         if let Some(m) = &metadata {
-            metadata_entry(&m.key, m.value.as_deref())?;
+            // A query has no `error` to refuse in: a filter past the limits matches nothing
+            // that could be stored, and is a mistake in the input.
+            crate::text::metadata_entry(&m.key, m.value.as_deref()).map_err(bad_input)?;
         }
         let filter = BookingFilter {
             metadata: metadata.map(|m| (m.key, m.value)),
@@ -426,7 +445,9 @@ impl BookingMutations {
         #[graphql(desc = "The entry's value.")] value: String,
     ) -> Result<Option<ResponsePayload<Booking>>> {
         let practice = authorize_write(ctx)?;
-        metadata_entry(&key, Some(&value))?;
+        if let Err(refusal) = metadata_entry(&key, Some(&value))? {
+            return envelope(ctx, Err(refusal.into()), Booking);
+        }
         let change = practice
             .set_metadata(&booking_id, &key, &value)
             .await
@@ -443,7 +464,9 @@ impl BookingMutations {
         #[graphql(desc = "The entry's key.")] key: String,
     ) -> Result<Option<ResponsePayload<Booking>>> {
         let practice = authorize_write(ctx)?;
-        metadata_entry(&key, None)?;
+        if let Err(refusal) = metadata_entry(&key, None)? {
+            return envelope(ctx, Err(refusal.into()), Booking);
+        }
         let change = practice
             .delete_metadata(&booking_id, &key)
             .await

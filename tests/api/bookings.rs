@@ -806,10 +806,26 @@ async fn a_bookings_status_journey_metadata_and_flags(#[case] engine: Engine) {
         .ok(set, json!({ "id": id, "k": "k0", "v": "still fine" }))
         .await;
     assert!(body["updateBookingMetadata"]["error"].is_null(), "{body}");
+    // Past the contract's limits on a key's and a value's length: refused in `error`.
     for (k, v, says) in [
-        ("x".repeat(41), "v".to_string(), "key must have 1 to 40"),
+        (
+            "x".repeat(41),
+            "v".to_string(),
+            "A metadata key has at most 40 characters; this one has 41",
+        ),
+        (
+            "k".to_string(),
+            "v".repeat(501),
+            "A metadata value has at most 500 characters; this one has 501",
+        ),
+    ] {
+        let body = app.ok(set, json!({ "id": id, "k": k, "v": v })).await;
+        assert_eq!(body["updateBookingMetadata"]["error"], says, "{body}");
+        assert!(body["updateBookingMetadata"]["data"].is_null(), "{body}");
+    }
+    for (k, v, says) in [
         (String::new(), "v".to_string(), "key must have 1 to 40"),
-        ("k".to_string(), "v".repeat(501), "at most 500"),
+        ("k\u{7}".to_string(), "v".to_string(), "control characters"),
     ] {
         let body = app
             .gql(

@@ -10,6 +10,7 @@ use super::{
     PracticeLocation, PracticeNumbers, Product,
 };
 use crate::auth::{Access, Resource};
+use crate::domain::limits::{MAX_METADATA_KEY_CHARS, MAX_METADATA_VALUE_CHARS};
 use crate::domain::{Bound, Change, Denied, Invalid, PatientState, Record, Refusal};
 use crate::graphql::error::{bad_input, code, coded};
 
@@ -190,6 +191,16 @@ fn sentence(refusal: &Refusal) -> String {
         Refusal::OwnAccount => "You cannot disable your own account".into(),
         Refusal::UserDisabled => "This staff user is disabled: enable them first".into(),
         Refusal::NoMetadataKey(key) => format!("This booking has no metadata with key \"{key}\""),
+        Refusal::MetadataTooLong {
+            value: false,
+            chars,
+        } => format!(
+            "A metadata key has at most {MAX_METADATA_KEY_CHARS} characters; this one has {chars}"
+        ),
+        Refusal::MetadataTooLong { value: true, chars } => format!(
+            "A metadata value has at most {MAX_METADATA_VALUE_CHARS} characters; this one has \
+             {chars}"
+        ),
         Refusal::NumberAlreadyOnPatient => {
             "The patient has this number already: change it with updatePatientNumber".into()
         }
