@@ -12,7 +12,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, watch};
 
 use super::access::{authorize, reader};
-use super::error::{OrFail, bad_input, code, coded};
+use super::error::{OrFail, bad_input, code, coded, forbidden};
 use super::objects::{Event, EventFeed};
 use super::store;
 use crate::auth::{self, OperationKind, Principal};
@@ -81,14 +81,31 @@ async fn cursor(
     Ok(Some(position))
 }
 
-/// The types of `types` the caller may see.
-fn visible_types(principal: &Principal, types: Vec<String>) -> Vec<String> {
-    types
-        .into_iter()
-        .filter(|t| {
-            Event::resource(t).is_some_and(|r| principal.permissions.allows(r, auth::Access::Read))
-        })
-        .collect()
+/// The types of `types` the caller may see; FORBIDDEN, naming the read permissions that would
+/// do, when it may see none of them.
+fn visible_types(principal: &Principal, types: Vec<String>) -> Result<Vec<String>> {
+    let mut needed: Vec<String> = Vec::new();
+    let mut visible = Vec::new();
+    for event_type in types {
+        let Some(resource) = Event::resource(&event_type) else {
+            continue;
+        };
+        if principal.permissions.allows(resource, auth::Access::Read) {
+            visible.push(event_type);
+        } else {
+            let permission = auth::Permission::Resource(resource, auth::Access::Read).to_string();
+            if !needed.contains(&permission) {
+                needed.push(permission);
+            }
+        }
+    }
+    // A feed or a subscription that could carry no event at all is a token without the
+    // permission it needs: said as FORBIDDEN, not as silence.
+    if visible.is_empty() && !needed.is_empty() {
+        let first = needed.remove(0);
+        return Err(forbidden(first, &needed));
+    }
+    Ok(visible)
 }
 
 #[derive(Default)]
@@ -98,8 +115,9 @@ pub struct EventQueries;
 impl EventQueries {
     /// The feed of the practice's changes, oldest first, after a cursor: for clients that
     /// poll. Shows only the events the caller may read (`patient.*` needs `patients:read`,
-    /// `booking.*` `bookings:read`, `label.*` `labels:read`). Events are kept for a while
-    /// (7 days by default); a cursor older than that is CURSOR_EXPIRED.
+    /// `booking.*` `bookings:read`, `label.*` `labels:read`); FORBIDDEN when it may read
+    /// none of the types asked for. Events are kept for a while (7 days by default); a
+    /// cursor older than that is CURSOR_EXPIRED.
     async fn events(
         &self,
         ctx: &Context<'_>,
@@ -125,7 +143,7 @@ impl EventQueries {
                 )));
             }
         };
-        let types = visible_types(principal, checked_types(event_types)?);
+        let types = visible_types(principal, checked_types(event_types)?)?;
         let after = cursor(store(ctx), principal, after).await?;
         let mut found = if types.is_empty() {
             Vec::new()
@@ -280,6 +298,9 @@ impl EventSubscription {
             )
         })?;
         let types = checked_types(event_types)?;
+        // Each event is looked at as it comes (the token's permissions may change); a token
+        // that may read none of them is refused at once.
+        visible_types(principal, types.clone())?;
         let store = store(ctx).clone();
         let after = cursor(&store, principal, after).await?;
         let receiver = ctx.data::<Hub>()?.subscribe().await;

@@ -33,7 +33,9 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use crate::helpers::{Engine, PASSWORD, TestApp, error_code, node_clients, test_config};
+use crate::helpers::{
+    Engine, PASSWORD, TestApp, error_code, error_message, node_clients, test_config,
+};
 use crate::spawn;
 
 /// The longest anything may take to arrive before a test fails rather than hangs.
@@ -809,6 +811,34 @@ async fn a_caller_sees_only_the_events_it_may_read(#[case] engine: Engine) {
         let seen = settled(&app, &token, None, expected.len()).await;
         assert_eq!(ids(&seen), expected, "{permission}: {seen:?}");
     }
+
+    // A token that may read none of the events asked for is told so, not answered with
+    // silence: in the feed and on the websocket.
+    let patient_only = app.token(&["query:patient"]).await;
+    let body = app.gql(Some(&patient_only), &feed_query(), json!({})).await;
+    assert_eq!(error_code(&body), "FORBIDDEN", "{body}");
+    assert_eq!(
+        error_message(&body),
+        "Missing permission patients:read",
+        "{body}"
+    );
+    let body = app
+        .gql(
+            Some(&bookings_only),
+            "query($t: [String!]) { events(eventTypes: $t) { data { id } } }",
+            json!({ "t": ["patient.created", "label.created"] }),
+        )
+        .await;
+    assert_eq!(error_code(&body), "FORBIDDEN", "{body}");
+    assert_eq!(
+        body["errors"][0]["extensions"]["alternatives"],
+        json!(["labels:read"]),
+        "{body}"
+    );
+    let mut ws = Ws::connect(&app, &patient_only).await;
+    ws.follow("s", json!({})).await;
+    let errors = ws.error("s").await;
+    assert_eq!(errors[0]["extensions"]["code"], "FORBIDDEN", "{errors}");
 }
 
 // ----------------------------------------------------------------------------------------
