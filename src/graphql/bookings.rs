@@ -8,7 +8,7 @@ use super::input::{MAX_TEXT_CHARS, optional_text};
 use super::objects::{Booking, BookingData, BookingStatus, ResponsePayload, envelope};
 use super::options::{DateRange, QueryOptions};
 use super::pagination::Pagination;
-use super::scalars::{self, DateTime};
+use super::scalars::{Date, DateTime};
 use super::store;
 use crate::auth::OperationKind;
 use crate::domain::limits::{MAX_METADATA_KEY_CHARS, MAX_METADATA_VALUE_CHARS};
@@ -81,9 +81,10 @@ pub enum JourneyStage {
 pub struct BookingJourneyInput {
     /// The stage reached.
     pub journey_stage: Option<JourneyStage>,
-    /// When: a date (YYYY-MM-DD, midnight UTC) or an RFC 3339 timestamp with an offset; now
-    /// when omitted.
-    pub date: Option<String>,
+    /// When, as a day (midnight UTC); now when neither this nor `at` is given.
+    pub date: Option<Date>,
+    /// When, to the millisecond (ours, beside the contract's `date`).
+    pub at: Option<DateTime>,
 }
 
 /// Bookings that match every filter given.
@@ -172,31 +173,6 @@ fn flag(
     pick: fn(&SendPatientMessagesInput) -> Option<bool>,
 ) -> i64 {
     i64::from(messages.as_ref().and_then(pick).unwrap_or(false))
-}
-
-/// When a journey stage was reached: a date (midnight UTC) or a timestamp with an offset.
-fn journey_time(text: &str) -> Result<i64> {
-    // The longest RFC 3339 timestamp, with nanoseconds and an offset, is 35 characters: a
-    // longer text is none, and is not repeated back.
-    let short = text.len() <= 40;
-    let at = short
-        .then(|| {
-            scalars::timestamp(text).or_else(|| {
-                scalars::calendar_date(text).map(|day| day.and_time(NaiveTime::MIN).and_utc())
-            })
-        })
-        .flatten();
-    at.map(|at| at.timestamp_millis()).ok_or_else(|| {
-        let got = if short {
-            format!("{text:?}")
-        } else {
-            format!("{} characters", text.chars().count())
-        };
-        bad_input(format!(
-            "bookingJourneyInput.date must be a date (2026-12-01) or an RFC 3339 timestamp \
-             with an offset, in the years 0001 to 9999; got {got}"
-        ))
-    })
 }
 
 /// An online payment's status: a line of at most 40 characters.
@@ -427,9 +403,15 @@ impl BookingMutations {
             Some(JourneyStage::Dna) => Stage::DidNotAttend,
             None => return Err(bad_input("bookingJourneyInput.journeyStage is required")),
         };
-        let at = match booking_journey_input.date.as_deref().map(str::trim) {
-            None => now_ms(),
-            Some(text) => journey_time(text)?,
+        let at = match (booking_journey_input.date, booking_journey_input.at) {
+            (None, None) => now_ms(),
+            (Some(day), None) => day.0.and_time(NaiveTime::MIN).and_utc().timestamp_millis(),
+            (None, Some(at)) => at.ms(),
+            (Some(_), Some(_)) => {
+                return Err(bad_input(
+                    "bookingJourneyInput takes a date or an at, not both",
+                ));
+            }
         };
         let change = practice.set_journey(&id, stage, at).await.or_fail()?;
         envelope(ctx, change, Booking)

@@ -19,6 +19,16 @@ pub fn timestamp(text: &str) -> Option<chrono::DateTime<Utc>> {
         .filter(|t| in_written_years(t.date_naive()))
 }
 
+/// A text that is not a date or a timestamp, as an error shows it: quoted when it is as short
+/// as one could be, its length otherwise (it is not repeated back).
+fn shown(text: &str) -> String {
+    if text.len() <= 40 {
+        format!("{text:?}")
+    } else {
+        format!("A text of {} characters", text.chars().count())
+    }
+}
+
 /// A calendar date `YYYY-MM-DD`, if it is one, written so (four digits of year, no sign), in
 /// the years [`in_written_years`] allows.
 pub fn calendar_date(text: &str) -> Option<NaiveDate> {
@@ -65,8 +75,9 @@ impl ScalarType for DateTime {
         };
         timestamp(text).map(DateTime).ok_or_else(|| {
             InputValueError::custom(format!(
-                "{text:?} is not an RFC 3339 timestamp with an offset in the years 0001 to \
-                 9999, such as 2026-04-12T09:15:00Z or 2026-04-12T10:15:00+01:00"
+                "{} is not an RFC 3339 timestamp with an offset in the years 0001 to 9999, \
+                 such as 2026-04-12T09:15:00Z or 2026-04-12T10:15:00+01:00",
+                shown(text)
             ))
         })
     }
@@ -102,7 +113,8 @@ impl ScalarType for Date {
         };
         calendar_date(text).map(Date).ok_or_else(|| {
             InputValueError::custom(format!(
-                "{text:?} is not a date of the form YYYY-MM-DD in the years 0001 to 9999"
+                "{} is not a date of the form YYYY-MM-DD in the years 0001 to 9999",
+                shown(text)
             ))
         })
     }

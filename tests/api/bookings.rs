@@ -845,12 +845,40 @@ async fn a_bookings_status_journey_metadata_and_flags(#[case] engine: Engine) {
     let body = app
         .ok(
             &journey,
-            json!({ "id": id, "j": { "journeyStage": "arrived", "date": "2031-03-04T08:55:00+00:00" } }),
+            json!({ "id": id, "j": { "journeyStage": "arrived", "at": "2031-03-04T08:55:00+00:00" } }),
         )
         .await;
     assert_eq!(
         body["updateBookingJourney"]["data"]["bookingJourney"]["arrived"],
         "2031-03-04T08:55:00.000Z"
+    );
+    // The contract's `date` is a Date, as a client declares its variable and as the schema
+    // says to a client that checks its documents against it: midnight UTC.
+    let typed = app
+        .ok(
+            "{ __type(name: \"BookingJourneyInput\") { inputFields { name type { name } } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        typed["__type"]["inputFields"],
+        json!([
+            { "name": "journeyStage", "type": { "name": "JourneyStage" } },
+            { "name": "date", "type": { "name": "Date" } },
+            { "name": "at", "type": { "name": "DateTime" } },
+        ]),
+        "{typed}"
+    );
+    let body = app
+        .ok(
+            "mutation($id: ID!, $d: Date) { updateBookingJourney(id: $id, bookingJourneyInput: { journeyStage: departed, date: $d }) { data { bookingJourney { departed } } error } }",
+            json!({ "id": id, "d": "2031-03-05" }),
+        )
+        .await;
+    assert_eq!(
+        body["updateBookingJourney"]["data"]["bookingJourney"]["departed"],
+        "2031-03-05T00:00:00.000Z",
+        "{body}"
     );
     let body = app
         .ok(
@@ -865,10 +893,13 @@ async fn a_bookings_status_journey_metadata_and_flags(#[case] engine: Engine) {
     for bad in [
         json!({ "date": "2031-03-04" }),
         json!({ "journeyStage": "arrived", "date": "yesterday" }),
+        // A time is `at`'s; a day and a time at once is one too many.
+        json!({ "journeyStage": "arrived", "date": "2031-03-04T08:55:00Z" }),
+        json!({ "journeyStage": "arrived", "date": "2031-03-04", "at": "2031-03-04T08:55:00Z" }),
         // Years a client could not read back.
         json!({ "journeyStage": "arrived", "date": "+200000-12-31" }),
         json!({ "journeyStage": "arrived", "date": "-5000-01-01" }),
-        json!({ "journeyStage": "arrived", "date": "0000-01-01T00:00:00+23:59" }),
+        json!({ "journeyStage": "arrived", "at": "0000-01-01T00:00:00+23:59" }),
         json!({ "journeyStage": "arrived", "date": "2031-03-04".repeat(1000) }),
     ] {
         let body = app
