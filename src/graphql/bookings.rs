@@ -120,17 +120,15 @@ fn video_url(value: Option<String>) -> Result<Option<String>> {
 /// value ≤ 500), a business refusal, answered in `error` as the 51st entry is; otherwise
 /// against the rest of their rules (a key, no control characters), a mistake in the input.
 fn metadata_entry(key: &str, value: Option<&str>) -> Result<Result<(), Refusal>> {
-    let key_chars = key.chars().count();
-    if key_chars > MAX_METADATA_KEY_CHARS {
-        let chars = key_chars;
+    let chars = key.chars().count();
+    if chars > MAX_METADATA_KEY_CHARS {
         return Ok(Err(Refusal::MetadataTooLong {
             value: false,
             chars,
         }));
     }
-    let value_chars = value.map_or(0, |v| v.chars().count());
-    if value_chars > MAX_METADATA_VALUE_CHARS {
-        let chars = value_chars;
+    let chars = value.map_or(0, |v| v.chars().count());
+    if chars > MAX_METADATA_VALUE_CHARS {
         return Ok(Err(Refusal::MetadataTooLong { value: true, chars }));
     }
     crate::text::metadata_entry(key, value).map_err(bad_input)?;

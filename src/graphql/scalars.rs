@@ -6,13 +6,13 @@ use chrono::{Datelike, NaiveDate, SecondsFormat, TimeZone, Utc};
 /// Whether a day falls in the years 0001 to 9999: the ones RFC 3339 and `YYYY-MM-DD` write,
 /// with four digits and no sign. chrono reads `+200000-12-31` and `-5000-01-01` as dates;
 /// a client could not read them back.
-pub fn in_written_years(day: NaiveDate) -> bool {
+fn in_written_years(day: NaiveDate) -> bool {
     (1..=9999).contains(&day.year())
 }
 
 /// A timestamp as given, in UTC, if it is an RFC 3339 one whose UTC day is in the years
 /// [`in_written_years`] allows.
-pub fn timestamp(text: &str) -> Option<chrono::DateTime<Utc>> {
+fn timestamp(text: &str) -> Option<chrono::DateTime<Utc>> {
     chrono::DateTime::parse_from_rfc3339(text)
         .ok()
         .map(|t| t.with_timezone(&Utc))
@@ -31,7 +31,7 @@ fn shown(text: &str) -> String {
 
 /// A calendar date `YYYY-MM-DD`, if it is one, written so (four digits of year, no sign), in
 /// the years [`in_written_years`] allows.
-pub fn calendar_date(text: &str) -> Option<NaiveDate> {
+fn calendar_date(text: &str) -> Option<NaiveDate> {
     let written = text.len() == 10
         && text.bytes().enumerate().all(|(i, b)| match i {
             4 | 7 => b == b'-',

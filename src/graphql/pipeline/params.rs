@@ -44,6 +44,11 @@ impl Params {
         })
     }
 
+    /// True if the document holds a NUL character, as itself or as a string's `\u0000`.
+    pub fn document_has_nul(&self) -> bool {
+        self.query.contains('\0') || self.query.contains("\\u0000")
+    }
+
     /// True if the document or a variable holds a NUL character.
     pub fn has_nul(&self) -> bool {
         fn in_value(value: &Value) -> bool {
@@ -54,8 +59,7 @@ impl Params {
                 _ => false,
             }
         }
-        self.query.contains('\0')
-            || self.query.contains("\\u0000")
+        self.document_has_nul()
             || self
                 .variables
                 .as_ref()
