@@ -7,8 +7,29 @@ pub const MAX_LINE_CHARS: usize = 200;
 pub const MAX_TEXT_CHARS: usize = 5000;
 
 /// Trims `value`; blank becomes None. Refuses text over `max` characters or with control
-/// characters other than line breaks and tabs.
+/// characters, line breaks and tabs included: a name, a title, a code or a phone number is one
+/// line. Text of several lines (notes, comments, a street address) is [`optional_lines`].
 pub fn optional(field: &str, value: &str, max: usize) -> Result<Option<String>, String> {
+    checked(field, value, max, false)
+}
+
+/// Like [`optional`], but blank is refused.
+pub fn required(field: &str, value: &str, max: usize) -> Result<String, String> {
+    optional(field, value, max)?.ok_or_else(|| format!("{field} must not be empty"))
+}
+
+/// Like [`optional`], for text of several lines: line breaks and tabs are kept, other control
+/// characters refused.
+pub fn optional_lines(field: &str, value: &str, max: usize) -> Result<Option<String>, String> {
+    checked(field, value, max, true)
+}
+
+/// Like [`optional_lines`], but blank is refused.
+pub fn required_lines(field: &str, value: &str, max: usize) -> Result<String, String> {
+    optional_lines(field, value, max)?.ok_or_else(|| format!("{field} must not be empty"))
+}
+
+fn checked(field: &str, value: &str, max: usize, lines: bool) -> Result<Option<String>, String> {
     let value = value.trim();
     let chars = value.chars().count();
     if chars > max {
@@ -16,18 +37,17 @@ pub fn optional(field: &str, value: &str, max: usize) -> Result<Option<String>, 
             "{field} must have at most {max} characters, got {chars}"
         ));
     }
-    if value
+    if let Some(c) = value
         .chars()
-        .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
+        .find(|&c| c.is_control() && !(lines && matches!(c, '\n' | '\r' | '\t')))
     {
-        return Err(format!("{field} must not contain control characters"));
+        return Err(if matches!(c, '\n' | '\r' | '\t') {
+            format!("{field} is one line: it must not contain line breaks or tabs")
+        } else {
+            format!("{field} must not contain control characters")
+        });
     }
     Ok((!value.is_empty()).then(|| value.to_string()))
-}
-
-/// Like [`optional`], but blank is refused.
-pub fn required(field: &str, value: &str, max: usize) -> Result<String, String> {
-    optional(field, value, max)?.ok_or_else(|| format!("{field} must not be empty"))
 }
 
 /// Checks an email address's shape (something@domain, no spaces) and lower-cases it.
@@ -138,6 +158,21 @@ mod tests {
         assert!(optional("f", "abcdef", 5).is_err());
         assert!(optional("f", "a\u{0}b", 5).is_err());
         assert!(required("f", " ", 5).is_err());
+    }
+
+    #[test]
+    fn one_line_refuses_line_breaks_and_tabs_that_several_lines_keep() {
+        for inner in ["a\nb", "a\r\nb", "a\tb"] {
+            assert_eq!(
+                optional("f", inner, 10),
+                Err("f is one line: it must not contain line breaks or tabs".into()),
+                "{inner:?}"
+            );
+            assert_eq!(optional_lines("f", inner, 10), Ok(Some(inner.into())));
+        }
+        assert_eq!(optional("f", " a\n", 10), Ok(Some("a".into())));
+        assert!(optional_lines("f", "a\u{7}b", 10).is_err());
+        assert!(required_lines("f", "\n\t", 10).is_err());
     }
 
     #[test]

@@ -4,7 +4,7 @@ use async_graphql::{Context, ID, InputObject, MaybeUndefined, Object, Result};
 
 use super::access::{authorize, authorize_write};
 use super::error::{OrFail, bad_input};
-use super::input::{MAX_TEXT_CHARS, optional_text};
+use super::input::{MAX_TEXT_CHARS, optional_lines, optional_text};
 use super::objects::{Booking, BookingData, BookingStatus, ResponsePayload, envelope};
 use super::options::{DateRange, QueryOptions};
 use super::pagination::Pagination;
@@ -179,7 +179,7 @@ fn payment_status(value: Option<String>) -> Result<Option<String>> {
 }
 
 fn comments(value: Option<String>) -> Result<Option<String>> {
-    optional_text("bookingData.comments", value, MAX_TEXT_CHARS)
+    optional_lines("bookingData.comments", value, MAX_TEXT_CHARS)
 }
 
 /// An update's optional field: omitted leaves it (None), null clears it (Some(None)).
@@ -378,7 +378,7 @@ impl BookingMutations {
     ) -> Result<Option<ResponsePayload<Booking>>> {
         let practice = authorize_write(ctx)?;
         let _ = notify_practice;
-        let reason = optional_text("cancellationReason", cancellation_reason, MAX_TEXT_CHARS)?;
+        let reason = optional_lines("cancellationReason", cancellation_reason, MAX_TEXT_CHARS)?;
         let tell = send_cancellation_messages.unwrap_or(false);
         let change = practice.cancel_booking(&id, reason, tell).await.or_fail()?;
         envelope(ctx, change, Booking)

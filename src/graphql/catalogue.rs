@@ -5,7 +5,7 @@ use async_graphql::{Context, ID, InputObject, MaybeUndefined, Object, Result};
 
 use super::access::{authorize, authorize_write};
 use super::error::{OrFail, bad_input};
-use super::input::{MAX_LINE_CHARS, optional_text, required_text};
+use super::input::{MAX_LINE_CHARS, optional_lines, optional_text, required_text};
 use super::labels::color;
 use super::objects::{
     PageInfo, Practice, PracticeAccessGroups, PracticeNumbers, Product, ProductData,
@@ -190,7 +190,9 @@ impl ProductDataInput {
             cost: amount("cost", self.cost)?,
             item_code: line("itemCode", self.item_code, MAX_LINE_CHARS)?,
             color,
-            comments: line("comments", self.comments, MAX_TEXT_CHARS)?,
+            comments: patch(self.comments)
+                .map(|v| optional_lines("productData.comments", v, MAX_TEXT_CHARS))
+                .transpose()?,
             is_bookable: self.is_bookable,
             is_video_consultation: self.is_video_consultation,
             requires_payment: self.requires_payment,

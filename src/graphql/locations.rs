@@ -6,7 +6,7 @@ use async_graphql::{Context, ID, InputObject, MaybeUndefined, Object, Result};
 use super::access::{authorize, authorize_write};
 use super::catalogue::MAX_DURATION_MINUTES;
 use super::error::{OrFail, bad_input};
-use super::input::{MAX_LINE_CHARS, optional_text, required_text};
+use super::input::{MAX_LINE_CHARS, optional_lines, optional_text, required_text};
 use super::objects::{Appointment, Location, PracticeLocation, ResponsePayload, envelope, items};
 use super::store;
 use crate::auth::OperationKind;
@@ -17,7 +17,7 @@ use crate::store::locations::{Location as StoredLocation, LocationPatch};
 /// is cleared.
 #[derive(InputObject, Default)]
 pub struct AddressInput {
-    /// Street and number.
+    /// Street and number; it may take several lines.
     pub address: MaybeUndefined<String>,
     /// Town or city.
     pub city: MaybeUndefined<String>,
@@ -65,9 +65,15 @@ fn services(field: &str, ids: Vec<ID>) -> Result<Vec<String>> {
     crate::text::id_list(field, &ids, MAX_SERVICES_PROVIDED).map_err(bad_input)
 }
 
-/// One line of an address, as the input gives it.
+/// A part of an address, as the input gives it: the street address may take several lines,
+/// the city, postcode and country one.
 fn address_line(field: &str, value: Option<String>) -> Result<Option<String>> {
-    optional_text(&format!("address.{field}"), value, MAX_LINE_CHARS)
+    let name = format!("address.{field}");
+    if field == "address" {
+        optional_lines(&name, value, MAX_LINE_CHARS)
+    } else {
+        optional_text(&name, value, MAX_LINE_CHARS)
+    }
 }
 
 #[derive(Default)]

@@ -4,7 +4,9 @@ use async_graphql::{Context, ID, InputObject, MaybeUndefined, Object, Result};
 
 use super::access::{authorize, authorize_write, reader, writer};
 use super::error::{OrFail, bad_input};
-use super::input::{MAX_LINE_CHARS, MAX_TEXT_CHARS, email, optional_text, required_text};
+use super::input::{
+    MAX_LINE_CHARS, MAX_TEXT_CHARS, email, optional_lines, optional_text, required_text,
+};
 use super::loaders;
 use super::objects::record::{PatientArchiveReason, PatientUnarchiveReason, enum_name};
 use super::objects::{PageInfo, Patient, PatientData, ResponsePayload, envelope, items};
@@ -47,7 +49,7 @@ pub struct CreatePatientDataInput {
     pub gender: Option<String>,
     /// Sex, as recorded for clinical purposes.
     pub sex: Option<String>,
-    /// Street and number.
+    /// Street and number; it may take several lines.
     pub address: Option<String>,
     /// Town or city.
     pub city: Option<String>,
@@ -106,7 +108,7 @@ pub struct UpdatePatientDataInput {
     pub gender: MaybeUndefined<String>,
     /// Sex, as recorded for clinical purposes.
     pub sex: MaybeUndefined<String>,
-    /// Street and number.
+    /// Street and number; it may take several lines.
     pub address: MaybeUndefined<String>,
     /// Town or city.
     pub city: MaybeUndefined<String>,
@@ -151,9 +153,14 @@ fn line(field: &'static str) -> impl Fn(Option<String>) -> Result<Option<String>
     move |v| optional_text(&format!("patientData.{field}"), v, MAX_LINE_CHARS)
 }
 
+/// The street address of `patientData`, checked: it may take several lines.
+fn street(value: Option<String>) -> Result<Option<String>> {
+    optional_lines("patientData.address", value, MAX_LINE_CHARS)
+}
+
 /// The notes of `patientData`, checked.
 fn notes(value: Option<String>) -> Result<Option<String>> {
-    optional_text("patientData.comments", value, MAX_TEXT_CHARS)
+    optional_lines("patientData.comments", value, MAX_TEXT_CHARS)
 }
 
 /// A name of `patientData` (`first`, `last`), checked: required, not blank.
@@ -251,7 +258,7 @@ impl CreatePatientDataInput {
             dob: dob(self.dob)?,
             gender: line("gender")(self.gender)?,
             sex: line("sex")(self.sex)?,
-            address: line("address")(self.address)?,
+            address: street(self.address)?,
             city: line("city")(self.city)?,
             postcode: line("postcode")(self.postcode)?,
             country: line("country")(self.country)?,
@@ -313,7 +320,7 @@ impl UpdatePatientDataInput {
         change(&mut p, self.title, line("title"), |f, v| f.title = v)?;
         change(&mut p, self.gender, line("gender"), |f, v| f.gender = v)?;
         change(&mut p, self.sex, line("sex"), |f, v| f.sex = v)?;
-        change(&mut p, self.address, line("address"), |f, v| f.address = v)?;
+        change(&mut p, self.address, street, |f, v| f.address = v)?;
         change(&mut p, self.city, line("city"), |f, v| f.city = v)?;
         change(&mut p, self.postcode, line("postcode"), |f, v| {
             f.postcode = v
@@ -536,7 +543,7 @@ impl PatientMutations {
             Some(reason) => Some(enum_name(reason).to_string()),
             None => optional_text("reason", reason, MAX_LINE_CHARS)?,
         };
-        let comments = optional_text("comments", comments, MAX_TEXT_CHARS)?;
+        let comments = optional_lines("comments", comments, MAX_TEXT_CHARS)?;
         let change = writer(ctx, principal)
             .archive_patient(&id, reason, comments, principal.user_id())
             .await

@@ -7,7 +7,10 @@ use async_graphql::{Context, ID, InputObject, Object, Result};
 
 use super::access::authorize_write;
 use super::error::{OrFail, bad_input};
-use super::input::{MAX_LINE_CHARS, MAX_TEXT_CHARS, email, optional_text, required_text};
+use super::input::{
+    MAX_LINE_CHARS, MAX_TEXT_CHARS, email, optional_lines, optional_text, required_lines,
+    required_text,
+};
 use super::objects::record::{
     PatientInsIdentityAlertStatus, PatientInsStatus, PatientRelationshipType, enum_name,
 };
@@ -135,7 +138,7 @@ pub struct PatientRelationshipContactInput {
     pub phone_number: Option<String>,
     /// Email address.
     pub email: Option<String>,
-    /// Street and number.
+    /// Street and number; it may take several lines.
     pub address: Option<String>,
     /// Town or city.
     pub city: Option<String>,
@@ -206,7 +209,7 @@ pub fn ins(input: InsInput) -> Result<Ins> {
         identity_alert_status: input
             .identity_alert_status
             .map(|s| enum_name(s).to_string()),
-        identity_alert_comment: optional_text(
+        identity_alert_comment: optional_lines(
             "insData.identityAlertComment",
             input.identity_alert_comment,
             MAX_TEXT_CHARS,
@@ -235,8 +238,8 @@ pub fn attribute(field: &str, input: AddCustomAttributeData) -> Result<Attribute
     Ok(AttributeEntry {
         id: String::new(),
         title: required_text(&format!("{field}.title"), input.title, MAX_LINE_CHARS)?,
-        text: required_text(&format!("{field}.text"), input.text, MAX_TEXT_CHARS)?,
-        response: optional_text(
+        text: required_lines(&format!("{field}.text"), input.text, MAX_TEXT_CHARS)?,
+        response: optional_lines(
             &format!("{field}.response"),
             Some(input.response),
             MAX_TEXT_CHARS,
@@ -261,11 +264,11 @@ fn contact(input: PatientRelationshipContactInput, complete: bool) -> Result<Con
         phone_type: line(&f("phoneType"), input.phone_type)?,
         phone_number: line(&f("phoneNumber"), input.phone_number)?,
         email: email(&f("email"), input.email)?,
-        address: line(&f("address"), input.address)?,
+        address: optional_lines(&f("address"), input.address, MAX_LINE_CHARS)?,
         city: line(&f("city"), input.city)?,
         postcode: line(&f("postcode"), input.postcode)?,
         country: line(&f("country"), input.country)?,
-        notes: optional_text(&f("notes"), input.notes, MAX_TEXT_CHARS)?,
+        notes: optional_lines(&f("notes"), input.notes, MAX_TEXT_CHARS)?,
         policy_number: line(&f("policyNumber"), input.policy_number)?,
         authorization_code: line(&f("authorizationCode"), input.authorization_code)?,
     };
@@ -419,11 +422,11 @@ impl RecordMutations {
             .transpose()?;
         let text = attribute_data
             .text
-            .map(|t| required_text("attributeData.text", t, MAX_TEXT_CHARS))
+            .map(|t| required_lines("attributeData.text", t, MAX_TEXT_CHARS))
             .transpose()?;
         let response = match attribute_data.response {
             Some(r) => Some(
-                optional_text("attributeData.response", Some(r), MAX_TEXT_CHARS)?
+                optional_lines("attributeData.response", Some(r), MAX_TEXT_CHARS)?
                     .unwrap_or_default(),
             ),
             None => None,

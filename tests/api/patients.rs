@@ -679,3 +679,95 @@ async fn a_patients_labels_come_with_it_as_its_list_shows_them(#[case] engine: E
         .await;
     assert_eq!(missing["patient"], Value::Null);
 }
+
+/// A name, a title, a city or a label's title is one line: a line break or a tab inside it is
+/// refused, naming the field, while notes, comments and a street address keep theirs.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn one_line_fields_refuse_line_breaks_that_notes_and_addresses_keep(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let create = "mutation($d: CreatePatientDataInput!) { createPatient(patientData: $d) { \
+                  data { id firstName comments address { address city } } error } }";
+    for (field, value) in [
+        ("first", "Jane\nDoe"),
+        ("last", "Do\re"),
+        ("city", "Par\tis"),
+        ("occupation", "nurse\r\nmidwife"),
+    ] {
+        let mut data = json!({ "first": "Jane", "last": "Doe" });
+        data[field] = json!(value);
+        let body = app
+            .gql(Some(&app.admin_token), create, json!({ "d": data }))
+            .await;
+        assert_eq!(error_code(&body), "BAD_USER_INPUT", "{field}: {body}");
+        assert_eq!(
+            error_message(&body),
+            format!("patientData.{field} is one line: it must not contain line breaks or tabs"),
+            "{body}"
+        );
+    }
+    // Line breaks at either end are trimmed, as spaces are.
+    let made = app
+        .ok(
+            create,
+            json!({ "d": {
+                "first": "Jane\n", "last": "Doe",
+                "address": "Flat 3\n12 High Street", "city": "Leeds",
+                "comments": "Allergic to latex.\n\tSee the letter of May."
+            } }),
+        )
+        .await;
+    let patient = &made["createPatient"]["data"];
+    assert_eq!(patient["firstName"], "Jane", "{made}");
+    assert_eq!(patient["address"]["address"], "Flat 3\n12 High Street");
+    assert_eq!(
+        patient["comments"],
+        "Allergic to latex.\n\tSee the letter of May."
+    );
+    let id = patient["id"].as_str().expect("an id");
+
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            "mutation($id: ID!) { updatePatient(id: $id, patientData: { title: \"M\\nr\" }) \
+             { data { id } error } }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            "mutation { createLabel(title: \"V\\tIP\", color: \"#f59e0b\") { data { id } error } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+    // A location's street address takes several lines, its city one.
+    let location = "mutation($a: AddressInput) { createLocation(name: \"Room 2\", address: $a) \
+                    { data { address { address city } } error } }";
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            location,
+            json!({ "a": { "address": "Unit 4\nThe Mill", "city": "Le\nMans" } }),
+        )
+        .await;
+    assert_eq!(
+        error_message(&body),
+        "address.city is one line: it must not contain line breaks or tabs",
+        "{body}"
+    );
+    let made = app
+        .ok(
+            location,
+            json!({ "a": { "address": "Unit 4\nThe Mill", "city": "Le Mans" } }),
+        )
+        .await;
+    assert_eq!(
+        made["createLocation"]["data"]["address"]["address"], "Unit 4\nThe Mill",
+        "{made}"
+    );
+}
