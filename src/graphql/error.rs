@@ -86,6 +86,13 @@ pub fn store_failed_ref(err: &StoreError) -> Error {
                 "The database is unavailable; try again shortly",
             )
         }
+        StoreError::Contended(error) => {
+            tracing::warn!(%error, "the database was held by another change");
+            coded(
+                code::SERVICE_UNAVAILABLE,
+                "The database was busy with another change; try again",
+            )
+        }
         other => internal(other),
     }
 }

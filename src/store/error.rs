@@ -10,6 +10,11 @@ pub enum StoreError {
     /// The database cannot be reached or is overloaded; the request may succeed later.
     #[error("the database is unavailable: {0}")]
     Unavailable(String),
+    /// Another transaction held what this one needed: PostgreSQL broke a deadlock or could
+    /// not serialize the transaction (40P01, 40001, 55P03), or SQLite stayed locked past its
+    /// wait (another process writing). Tried again, the request may go through.
+    #[error("the database was held by another change: {0}")]
+    Contended(#[source] sqlx::Error),
     /// Anything else: a bug or a corrupt database. Logged, never shown to clients.
     #[error("database error: {0}")]
     Internal(#[source] sqlx::Error),
@@ -33,7 +38,7 @@ impl StoreError {
     /// True when PostgreSQL ended the transaction to break a deadlock (40P01): tried again
     /// as a whole, it may go through.
     pub(super) fn is_deadlock(&self) -> bool {
-        matches!(self, StoreError::Internal(sqlx::Error::Database(db))
+        matches!(self, StoreError::Contended(sqlx::Error::Database(db))
             if db.code().as_deref() == Some("40P01"))
     }
 }
@@ -45,9 +50,22 @@ impl From<sqlx::Error> for StoreError {
             | sqlx::Error::PoolClosed
             | sqlx::Error::Io(_)
             | sqlx::Error::Tls(_) => StoreError::Unavailable(err.to_string()),
+            sqlx::Error::Database(ref db) if contended(db.code().as_deref()) => {
+                StoreError::Contended(err)
+            }
             other => StoreError::Internal(other),
         }
     }
+}
+
+/// Whether a database error's code says another transaction was in the way: PostgreSQL's
+/// deadlock, serialization failure and lock not available; SQLite's busy and locked, with their
+/// extended codes.
+fn contended(code: Option<&str>) -> bool {
+    matches!(
+        code,
+        Some("40P01" | "40001" | "55P03" | "5" | "6" | "261" | "262" | "517")
+    )
 }
 
 /// A file of the store's own beside an SQLite database (the journal of reads) could not be

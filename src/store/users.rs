@@ -563,13 +563,17 @@ impl PracticeStore<'_> {
         password_hash: &str,
     ) -> StoreResult<Change<User>> {
         let mut tx = self.begin_write().await?;
+        // The user's row first, then the link's, as a disable or a reset takes them (the
+        // user, then their links): on PostgreSQL the two wait for each other rather than
+        // deadlock.
+        let user = self.user_held(&mut tx, user_id).await?;
         if !self
             .use_link(&mut tx, link_id, LinkPurpose::SetPassword)
             .await?
         {
             return Ok(Err(Refusal::NotFound(Record::Link, link_id.into()).into()));
         }
-        let Some(user) = self.user_in(&mut tx, user_id).await? else {
+        let Some(user) = user else {
             return Ok(Err(Refusal::NotFound(Record::User, user_id.into()).into()));
         };
         if user.is_disabled() {
@@ -853,6 +857,23 @@ impl PracticeStore<'_> {
 
     async fn user_in(&self, tx: &mut Transaction<'_, Any>, id: &str) -> StoreResult<Option<User>> {
         let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE practice_id = $1 AND id = $2");
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .bind(id)
+            .fetch_optional(&mut **tx)
+            .await?)
+    }
+
+    /// Like [`Self::user_in`], holding the user's row until the transaction ends.
+    async fn user_held(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        id: &str,
+    ) -> StoreResult<Option<User>> {
+        let sql = format!(
+            "SELECT {USER_COLUMNS} FROM users WHERE practice_id = $1 AND id = $2{}",
+            self.store.engine.for_update()
+        );
         Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(self.practice_id)
             .bind(id)

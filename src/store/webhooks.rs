@@ -589,6 +589,9 @@ impl Store {
              AND f.subscription_id = d.subscription_id), 0) FROM webhook_deliveries d \
              WHERE d.status = 'pending' AND {} <= $1 \
              AND (d.lease_until IS NULL OR d.lease_until < $1) AND {} \
+             AND EXISTS (SELECT 1 FROM webhook_subscriptions s WHERE s.practice_id = \
+             d.practice_id AND s.id = d.subscription_id AND s.deleted_at IS NULL \
+             AND s.delivery_paused = 0) \
              ORDER BY d.next_attempt_at LIMIT $2{}",
             in_flight("$1"),
             due("$3"),
@@ -658,6 +661,21 @@ impl Store {
         let attempt = delivery.attempts + 1;
         let success = outcome.error.is_none();
         let mut tx = self.begin_write().await?;
+        // The subscription's row before the delivery's (which the attempt's foreign key
+        // holds), as deleteWebhook and updateWebhook take them: on PostgreSQL they wait for
+        // each other rather than deadlock. Failing since when: cleared by a success, kept
+        // from the first failure.
+        let failing_since: Option<(Option<i64>, i64)> = sqlx::query_as(
+            "UPDATE webhook_subscriptions SET failing_since = CASE WHEN $3 = 1 THEN NULL \
+             ELSE COALESCE(failing_since, $4) END WHERE practice_id = $1 AND id = $2 \
+             RETURNING failing_since, delivery_paused",
+        )
+        .bind(&delivery.practice_id)
+        .bind(&delivery.subscription_id)
+        .bind(i64::from(success))
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await?;
         sqlx::query(
             "INSERT INTO webhook_attempts (practice_id, delivery_id, attempt, at, \
              response_status, error) VALUES ($1, $2, $3, $4, $5, $6)",
@@ -669,18 +687,6 @@ impl Store {
         .bind(outcome.response_status.map(i64::from))
         .bind(&outcome.error)
         .execute(&mut *tx)
-        .await?;
-        // Failing since when: cleared by a success, kept from the first failure.
-        let failing_since: Option<(Option<i64>, i64)> = sqlx::query_as(
-            "UPDATE webhook_subscriptions SET failing_since = CASE WHEN $3 = 1 THEN NULL \
-             ELSE COALESCE(failing_since, $4) END WHERE practice_id = $1 AND id = $2 \
-             RETURNING failing_since, delivery_paused",
-        )
-        .bind(&delivery.practice_id)
-        .bind(&delivery.subscription_id)
-        .bind(i64::from(success))
-        .bind(now)
-        .fetch_optional(&mut *tx)
         .await?;
         let failing_for = failing_since
             .and_then(|(since, _)| since)

@@ -139,3 +139,40 @@ async fn a_database_that_goes_away_is_service_unavailable_until_it_returns() {
     }
     app.assert_serving().await;
 }
+
+/// An SQLite file another process keeps locked for writing past the store's wait (a command
+/// line import, a second server on the same file): a write is answered SERVICE_UNAVAILABLE,
+/// to be tried again, not INTERNAL_SERVER_ERROR (SQLite's "database is locked"); once the lock is let go, it goes through.
+#[tokio::test]
+async fn a_write_kept_waiting_by_another_writer_is_service_unavailable() {
+    use sqlx::Connection;
+    let db = Arc::new(
+        TestDatabase::new(Engine::Sqlite)
+            .await
+            .expect("SQLite is always there"),
+    );
+    // A wait for a connection longer than SQLite's wait for the lock (5 s), so that what is
+    // answered is the lock's refusal, not the pool's.
+    let pool = PoolSettings {
+        acquire_timeout: Duration::from_secs(30),
+        ..PoolSettings::default()
+    };
+    let app = TestApp::on_database(db, crate::helpers::test_config(), pool).await;
+    let mut other = sqlx::AnyConnection::connect(&app.database_url)
+        .await
+        .expect("open the file beside the server");
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut other)
+        .await
+        .expect("hold the write lock");
+    let create =
+        "mutation { createLabel(title: \"Held\", color: \"#f59e0b\") { data { id } error } }";
+    let body = app.gql(Some(&app.admin_token), create, json!({})).await;
+    assert_eq!(error_code(&body), "SERVICE_UNAVAILABLE", "{body}");
+    sqlx::query("ROLLBACK")
+        .execute(&mut other)
+        .await
+        .expect("let it go");
+    let made = app.ok(create, json!({})).await;
+    assert!(made["createLabel"]["data"]["id"].is_string(), "{made}");
+}
