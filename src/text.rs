@@ -37,11 +37,12 @@ fn checked(field: &str, value: &str, max: usize, lines: bool) -> Result<Option<S
             "{field} must have at most {max} characters, got {chars}"
         ));
     }
+    let line_break_or_tab = |c: char| matches!(c, '\n' | '\r' | '\t');
     if let Some(c) = value
         .chars()
-        .find(|&c| c.is_control() && !(lines && matches!(c, '\n' | '\r' | '\t')))
+        .find(|&c| c.is_control() && !(lines && line_break_or_tab(c)))
     {
-        return Err(if matches!(c, '\n' | '\r' | '\t') {
+        return Err(if line_break_or_tab(c) {
             format!("{field} is one line: it must not contain line breaks or tabs")
         } else {
             format!("{field} must not contain control characters")

@@ -65,15 +65,14 @@ fn services(field: &str, ids: Vec<ID>) -> Result<Vec<String>> {
     crate::text::id_list(field, &ids, MAX_SERVICES_PROVIDED).map_err(bad_input)
 }
 
-/// A part of an address, as the input gives it: the street address may take several lines,
-/// the city, postcode and country one.
+/// The street address, as the input gives it: it may take several lines.
+fn street(value: Option<String>) -> Result<Option<String>> {
+    optional_lines("address.address", value, MAX_LINE_CHARS)
+}
+
+/// The city, postcode or country of an address, as the input gives it: one line.
 fn address_line(field: &str, value: Option<String>) -> Result<Option<String>> {
-    let name = format!("address.{field}");
-    if field == "address" {
-        optional_lines(&name, value, MAX_LINE_CHARS)
-    } else {
-        optional_text(&name, value, MAX_LINE_CHARS)
-    }
+    optional_text(&format!("address.{field}"), value, MAX_LINE_CHARS)
 }
 
 #[derive(Default)]
@@ -101,7 +100,7 @@ impl LocationMutations {
         let name = required_text("name", name, MAX_LINE_CHARS)?;
         let a = address.unwrap_or_default();
         let mut new = StoredLocation::named(&name);
-        new.address = address_line("address", a.address.take())?;
+        new.address = street(a.address.take())?;
         new.city = address_line("city", a.city.take())?;
         new.postcode = address_line("postcode", a.postcode.take())?;
         new.country = address_line("country", a.country.take())?;
@@ -139,18 +138,20 @@ impl LocationMutations {
         };
         if let Some(a) = address {
             // Left out: kept; null: cleared; given: checked.
-            let given =
-                |field: &str, v: MaybeUndefined<String>| -> Result<Option<Option<String>>> {
-                    match v {
-                        MaybeUndefined::Undefined => Ok(None),
-                        MaybeUndefined::Null => Ok(Some(None)),
-                        MaybeUndefined::Value(v) => address_line(field, Some(v)).map(Some),
-                    }
-                };
-            patch.address = given("address", a.address)?;
-            patch.city = given("city", a.city)?;
-            patch.postcode = given("postcode", a.postcode)?;
-            patch.country = given("country", a.country)?;
+            fn given(
+                v: MaybeUndefined<String>,
+                check: impl Fn(Option<String>) -> Result<Option<String>>,
+            ) -> Result<Option<Option<String>>> {
+                match v {
+                    MaybeUndefined::Undefined => Ok(None),
+                    MaybeUndefined::Null => Ok(Some(None)),
+                    MaybeUndefined::Value(v) => check(Some(v)).map(Some),
+                }
+            }
+            patch.address = given(a.address, street)?;
+            patch.city = given(a.city, |v| address_line("city", v))?;
+            patch.postcode = given(a.postcode, |v| address_line("postcode", v))?;
+            patch.country = given(a.country, |v| address_line("country", v))?;
         }
         patch.group_name = match group_name {
             MaybeUndefined::Undefined => None,
