@@ -93,6 +93,14 @@ pub fn store_failed_ref(err: &StoreError) -> Error {
                 "The database was busy with another change; try again",
             )
         }
+        StoreError::TakenOver => {
+            tracing::warn!("a write was refused: a retry took its Idempotency-Key over");
+            coded(
+                code::IDEMPOTENCY_KEY_IN_USE,
+                "A retry with this Idempotency-Key took this request over, as it ran too long: \
+                 nothing was written here, and the retry's response is the one kept",
+            )
+        }
         other => internal(other),
     }
 }

@@ -99,22 +99,23 @@ pub async fn claim(
     request_hash: String,
     abandon_after: Duration,
 ) -> Result<Outcome, Rejection> {
+    let now = now_ms();
     let held = Held {
         practice_id: principal.practice_id.clone(),
         key: Key {
             token_id: principal.token_id.clone(),
             key,
             request_hash,
+            claimed_at: now,
         },
     };
-    let now = now_ms();
     let reclaim = Reclaim {
         expired_before: now - millis(KEEP_FOR),
         abandoned_before: now - millis(abandon_after),
     };
     let claimed = store
         .practice(&held.practice_id)
-        .claim_idempotency_key(&held.key, now, reclaim)
+        .claim_idempotency_key(&held.key, reclaim)
         .await
         .map_err(|error| {
             tracing::warn!(%error, "could not claim an idempotency key");

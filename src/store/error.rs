@@ -15,6 +15,10 @@ pub enum StoreError {
     /// wait (another process writing). Tried again, the request may go through.
     #[error("the database was held by another change: {0}")]
     Contended(#[source] sqlx::Error),
+    /// A mutation sent with an Idempotency-Key ran past the time a retry waits for it, and a
+    /// retry took its key over: this request may not write, so that the mutation runs once.
+    #[error("a retry with the same Idempotency-Key took this request's claim over")]
+    TakenOver,
     /// Anything else: a bug or a corrupt database. Logged, never shown to clients.
     #[error("database error: {0}")]
     Internal(#[source] sqlx::Error),

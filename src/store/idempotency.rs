@@ -5,7 +5,7 @@
 
 use sqlx::{Any, FromRow, Transaction};
 
-use super::{PracticeStore, Store, StoreResult, now_ms};
+use super::{PracticeStore, Store, StoreError, StoreResult, now_ms};
 
 /// A mutation's claim on a key, as the request that holds it carries it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -14,6 +14,9 @@ pub struct Key {
     pub key: String,
     /// A hash of the request, to tell a retry from a different request under the same key.
     pub request_hash: String,
+    /// When this claim was made (milliseconds): it tells this claim from a later one that took
+    /// the key over, so that a request taken over can neither write nor keep a response.
+    pub claimed_at: i64,
 }
 
 /// Which earlier claims a new one may take over (times in milliseconds).
@@ -64,13 +67,9 @@ struct Held {
 }
 
 impl PracticeStore<'_> {
-    /// Claims `key` for this request, unless an earlier request holds it.
-    pub async fn claim_idempotency_key(
-        &self,
-        key: &Key,
-        now: i64,
-        reclaim: Reclaim,
-    ) -> StoreResult<Claimed> {
+    /// Claims `key` for this request (at its `claimed_at`), unless an earlier request holds
+    /// it.
+    pub async fn claim_idempotency_key(&self, key: &Key, reclaim: Reclaim) -> StoreResult<Claimed> {
         let taken: Option<(i64,)> = sqlx::query_as(
             "INSERT INTO idempotency_keys \
              (practice_id, token_id, idempotency_key, request_hash, created_at) \
@@ -88,7 +87,7 @@ impl PracticeStore<'_> {
         .bind(&key.token_id)
         .bind(&key.key)
         .bind(&key.request_hash)
-        .bind(now)
+        .bind(key.claimed_at)
         .bind(reclaim.expired_before)
         .bind(reclaim.abandoned_before)
         .fetch_optional(self.write())
@@ -130,7 +129,7 @@ impl PracticeStore<'_> {
         })
     }
 
-    /// Keeps the response of the request that claimed the key.
+    /// Keeps the response of the request that claimed the key, unless a retry took it over.
     pub async fn finish_idempotency_key(
         &self,
         key: &Key,
@@ -139,7 +138,7 @@ impl PracticeStore<'_> {
         sqlx::query(
             "UPDATE idempotency_keys SET status = $5, content_type = $6, response = $7, \
              reads = $8 WHERE practice_id = $1 AND token_id = $2 AND idempotency_key = $3 \
-             AND request_hash = $4",
+             AND request_hash = $4 AND created_at = $9",
         )
         .bind(self.practice_id)
         .bind(&key.token_id)
@@ -149,46 +148,57 @@ impl PracticeStore<'_> {
         .bind(&response.content_type)
         .bind(&response.response)
         .bind(&response.reads)
+        .bind(key.claimed_at)
         .execute(self.write())
         .await?;
         Ok(())
     }
 
     /// Lets go of a key whose request wrote nothing, so that a retry runs it; true if it did.
-    /// A key whose request wrote anything is kept (and false).
+    /// A key whose request wrote anything is kept (and false), and so is a retry's claim that
+    /// took this one over.
     pub async fn release_idempotency_key(&self, key: &Key) -> StoreResult<bool> {
         let released = sqlx::query(
             "DELETE FROM idempotency_keys WHERE practice_id = $1 AND token_id = $2 \
-             AND idempotency_key = $3 AND request_hash = $4 AND status IS NULL \
-             AND ran_at IS NULL",
+             AND idempotency_key = $3 AND request_hash = $4 AND created_at = $5 \
+             AND status IS NULL AND ran_at IS NULL",
         )
         .bind(self.practice_id)
         .bind(&key.token_id)
         .bind(&key.key)
         .bind(&key.request_hash)
+        .bind(key.claimed_at)
         .execute(self.write())
         .await?;
         Ok(released.rows_affected() == 1)
     }
 
-    /// Marks `key` as having written, in the transaction of a write it makes.
+    /// Marks `key` as having written, in the transaction of a write it makes. A claim that a
+    /// retry took over (its request ran past the time a retry waits for it) may not write:
+    /// [`StoreError::TakenOver`], and the write is rolled back. The mark holds the key's row
+    /// until the write commits, so that a retry cannot take it over in between.
     pub(super) async fn mark_key_ran(
         &self,
         tx: &mut Transaction<'_, Any>,
         key: &Key,
     ) -> StoreResult<()> {
-        sqlx::query(
+        let marked = sqlx::query(
             "UPDATE idempotency_keys SET ran_at = COALESCE(ran_at, $5) WHERE practice_id = $1 \
-             AND token_id = $2 AND idempotency_key = $3 AND request_hash = $4",
+             AND token_id = $2 AND idempotency_key = $3 AND request_hash = $4 \
+             AND created_at = $6",
         )
         .bind(self.practice_id)
         .bind(&key.token_id)
         .bind(&key.key)
         .bind(&key.request_hash)
         .bind(now_ms())
+        .bind(key.claimed_at)
         .execute(&mut **tx)
         .await?;
-        Ok(())
+        match marked.rows_affected() {
+            0 => Err(StoreError::TakenOver),
+            _ => Ok(()),
+        }
     }
 }
 

@@ -162,6 +162,72 @@ async fn retries_at_the_same_time_write_once(#[case] engine: Engine) {
     assert_eq!(patient_count(&app).await, 1);
 }
 
+/// A mutation kept waiting past the time a retry waits for it (twice the request's limit) is
+/// taken over by the retry: then only one of the two writes. Here the wait is a lock another
+/// connection holds on the patients (on SQLite, on the whole file) across the takeover.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_request_taken_over_by_its_retry_does_not_write_as_well(#[case] engine: Engine) {
+    use sqlx::Connection;
+    use std::time::{Duration, Instant};
+    let limit = Duration::from_millis(1_000);
+    let config = practice_api::config::ServeConfig {
+        request_timeout: limit,
+        ..crate::helpers::test_config()
+    };
+    let app = spawn!(engine, config);
+    let token = app.token(&["patients:write"]).await;
+    let mut other = sqlx::AnyConnection::connect(&app.database_url)
+        .await
+        .expect("open the database beside the server");
+    let hold = match engine {
+        Engine::Sqlite => vec!["BEGIN IMMEDIATE"],
+        Engine::Postgres => vec!["BEGIN", "LOCK TABLE patients IN EXCLUSIVE MODE"],
+    };
+    for sql in hold {
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .execute(&mut other)
+            .await
+            .expect("hold the lock");
+    }
+    let sent = Instant::now();
+    let first = create(&app, &token, "held", "Ada").await;
+    assert_eq!(first.code(), "SERVICE_UNAVAILABLE", "{}", first.body);
+    // Past the takeover: the retry claims the key, and waits for the lock in its turn.
+    tokio::time::sleep((limit * 2 + Duration::from_millis(300)).saturating_sub(sent.elapsed()))
+        .await;
+    let retry = tokio::spawn({
+        let (url, client, token) = (app.url.clone(), app.client.clone(), token.clone());
+        async move {
+            let body = json!({ "query": CREATE, "variables": { "d": { "first": "Ada", "last": "Lovelace" } } });
+            let answer = client
+                .post(&url)
+                .header("x-token", &token)
+                .header("idempotency-key", "held")
+                .json(&body)
+                .send()
+                .await
+                .expect("send");
+            answer.json::<Value>().await.expect("json")
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    sqlx::query("ROLLBACK")
+        .execute(&mut other)
+        .await
+        .expect("let go");
+    let retried = retry.await.expect("the retry");
+    let id = &retried["data"]["createPatient"]["data"]["id"];
+    assert!(id.is_string(), "{retried}");
+    assert_eq!(patient_count(&app).await, 1);
+    // The retry's answer is the one kept.
+    let again = create(&app, &token, "held", "Ada").await;
+    assert!(replayed(&again), "{}", again.body);
+    assert_eq!(again.body, retried);
+}
+
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]
 #[case::postgres(Engine::Postgres)]
@@ -221,27 +287,30 @@ async fn keys_expire_after_a_day_and_unfinished_claims_are_taken_over(#[case] en
         expired_before: at - 24 * hour,
         abandoned_before: at - 60_000,
     };
-    let claim = |request_hash: &str| Key {
+    let claim = |request_hash: &str, at: i64| Key {
         token_id: token_id.to_string(),
         key: "k".into(),
         request_hash: request_hash.into(),
+        claimed_at: at,
     };
-    let claimed =
-        |c: Key, at| async move { practice.claim_idempotency_key(&c, at, reclaim(at)).await };
+    let claimed = |c: Key| async move {
+        let at = c.claimed_at;
+        practice.claim_idempotency_key(&c, reclaim(at)).await
+    };
 
-    assert!(matches!(claimed(claim("a"), now).await, Ok(Claimed::Mine)));
+    assert!(matches!(claimed(claim("a", now)).await, Ok(Claimed::Mine)));
     // Unfinished: a retry waits, until the claim is abandoned; then the same request may
     // take it over, and a different one may not.
     assert!(matches!(
-        claimed(claim("a"), now + 1_000).await,
+        claimed(claim("a", now + 1_000)).await,
         Ok(Claimed::Pending)
     ));
     assert!(matches!(
-        claimed(claim("b"), now + 120_000).await,
+        claimed(claim("b", now + 120_000)).await,
         Ok(Claimed::OtherRequest)
     ));
     assert!(matches!(
-        claimed(claim("a"), now + 120_000).await,
+        claimed(claim("a", now + 120_000)).await,
         Ok(Claimed::Mine)
     ));
     let response = StoredResponse {
@@ -250,17 +319,30 @@ async fn keys_expire_after_a_day_and_unfinished_claims_are_taken_over(#[case] en
         response: "{}".into(),
         reads: None,
     };
+    // The claim taken over keeps no response, and lets go of nothing: the key is its
+    // retry's.
+    let taken_over = claim("a", now);
     practice
-        .finish_idempotency_key(&claim("a"), &response)
+        .finish_idempotency_key(&taken_over, &response)
         .await
         .expect("finish");
-    match claimed(claim("a"), now + 23 * hour).await {
+    let released = practice.release_idempotency_key(&taken_over).await;
+    assert!(matches!(released, Ok(false)), "{released:?}");
+    assert!(matches!(
+        claimed(claim("a", now + 121_000)).await,
+        Ok(Claimed::Pending)
+    ));
+    practice
+        .finish_idempotency_key(&claim("a", now + 120_000), &response)
+        .await
+        .expect("finish");
+    match claimed(claim("a", now + 23 * hour)).await {
         Ok(Claimed::Done(kept)) => assert_eq!(kept.response, "{}"),
         other => panic!("expected the kept response, got {other:?}"),
     }
     // A day on, the key is free again, for any request.
     assert!(matches!(
-        claimed(claim("c"), now + 25 * hour).await,
+        claimed(claim("c", now + 25 * hour)).await,
         Ok(Claimed::Mine)
     ));
     // The sweep deletes what is older than it is told.
@@ -271,7 +353,7 @@ async fn keys_expire_after_a_day_and_unfinished_claims_are_taken_over(#[case] en
         .expect("sweep");
     assert_eq!(swept, 1);
     assert!(matches!(
-        claimed(claim("d"), now + 26 * hour).await,
+        claimed(claim("d", now + 26 * hour)).await,
         Ok(Claimed::Mine)
     ));
 }
