@@ -360,9 +360,6 @@ impl PracticeStore<'_> {
             updated_at: now,
             ..Booking::default()
         };
-        if let Err(hidden) = self.check_visible(&booking.fields.patient_id).await? {
-            return Ok(Err(hidden.into()));
-        }
         retried(move || self.insert_booking(booking.clone())).await
     }
 
@@ -516,11 +513,6 @@ impl PracticeStore<'_> {
         if let Err(invalid) = check_booking_times(booking.fields.start_at, booking.fields.end_at) {
             return Ok(Err(invalid.into()));
         }
-        if booking.fields.patient_id != before.fields.patient_id
-            && let Err(hidden) = self.check_visible(&booking.fields.patient_id).await?
-        {
-            return Ok(Err(hidden.into()));
-        }
         if let Err(refusal) = self
             .check_references(&mut tx, &booking.fields, Some(&before.fields))
             .await?
@@ -581,15 +573,19 @@ impl PracticeStore<'_> {
             |now: &str, then: fn(&BookingFields) -> &str| before.is_none_or(|b| then(b) != now);
         if changed(&fields.patient_id, |b| &b.patient_id) {
             // A no-op update holds the patient's row to the end of the transaction, so that it
-            // cannot be archived or deleted between this check and the booking's insert.
-            let row: Option<(Option<i64>, Option<i64>, i64)> = sqlx::query_as(
-                "UPDATE patients SET updated_at = updated_at WHERE practice_id = $1 AND id = $2 \
-                 RETURNING archived_at, deleted_at, on_hold",
-            )
-            .bind(self.practice_id)
-            .bind(&fields.patient_id)
-            .fetch_optional(&mut **tx)
-            .await?;
+            // cannot be archived, deleted or hidden from the viewer between this check and the
+            // booking's write. A patient the viewer does not see is not found.
+            let mut args = Args::default();
+            let id = args.add(fields.patient_id.as_str());
+            let visible = self.visible_patients(&mut args, "patients");
+            let sql = format!(
+                "UPDATE patients SET updated_at = updated_at WHERE practice_id = $1 \
+                 AND id = {id}{visible} RETURNING archived_at, deleted_at, on_hold"
+            );
+            let row: Option<(Option<i64>, Option<i64>, i64)> = args
+                .bind(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id))
+                .fetch_optional(&mut **tx)
+                .await?;
             match row {
                 None => {
                     return Ok(Err(Refusal::NotFound(

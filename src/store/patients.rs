@@ -375,15 +375,6 @@ impl PracticeStore<'_> {
         Ok(Some((patient, labels)))
     }
 
-    /// Refuses, as not found, a patient the viewer does not see (see
-    /// [`PracticeStore::seen_by`]): for writes, which name a patient by id.
-    pub(super) async fn check_visible(&self, id: &str) -> StoreResult<Result<(), Refusal>> {
-        if self.viewer.is_none() || self.find_patient(id).await?.is_some() {
-            return Ok(Ok(()));
-        }
-        Ok(Err(Refusal::NotFound(Record::Patient, id.to_string())))
-    }
-
     /// True when the practice has a patient, deleted and archived ones included.
     pub async fn has_patients(&self) -> StoreResult<bool> {
         let found: Option<(String,)> =
@@ -683,19 +674,19 @@ impl PracticeStore<'_> {
         labels: Option<&[String]>,
         change: impl FnOnce(&mut Patient) -> Result<(), Refusal>,
     ) -> StoreResult<Change<Patient>> {
-        if let Err(hidden) = self.check_visible(id).await? {
-            return Ok(Err(hidden.into()));
-        }
         let mut tx = self.begin_write().await?;
-        // A no-op update takes the row lock on PostgreSQL and returns the row as it is now.
+        // A no-op update takes the row lock on PostgreSQL and returns the row as it is now; a
+        // patient the viewer does not see is not found, as its access groups are now.
+        let mut args = Args::default();
+        let id_param = args.add(id);
+        let visible = self.visible_patients(&mut args, "patients");
         let sql = format!(
-            "UPDATE patients SET updated_at = updated_at WHERE practice_id = $1 AND id = $2 \
-             RETURNING {}",
+            "UPDATE patients SET updated_at = updated_at WHERE practice_id = $1 \
+             AND id = {id_param}{visible} RETURNING {}",
             *PATIENT_COLUMNS
         );
-        let found: Option<Patient> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .bind(self.practice_id)
-            .bind(id)
+        let found: Option<Patient> = args
+            .bind(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id))
             .fetch_optional(&mut *tx)
             .await?;
         let Some(mut patient) = found else {
@@ -845,11 +836,8 @@ impl PracticeStore<'_> {
         patient_id: &str,
         label_id: &str,
     ) -> StoreResult<Change<Patient>> {
-        if let Err(hidden) = self.check_visible(patient_id).await? {
-            return Ok(Err(hidden.into()));
-        }
         let mut tx = self.begin_write().await?;
-        let live = touch_live_patient(&mut tx, self.practice_id, patient_id).await?;
+        let live = self.touch_live_patient(&mut tx, patient_id).await?;
         if live && self.label_count(&mut tx, patient_id).await? >= MAX_LABELS_PER_PATIENT as i64 {
             return Ok(Err(Refusal::TooMany(Bound::LabelsOnPatient).into()));
         }
@@ -881,11 +869,8 @@ impl PracticeStore<'_> {
         patient_id: &str,
         label_id: &str,
     ) -> StoreResult<Change<Patient>> {
-        if let Err(hidden) = self.check_visible(patient_id).await? {
-            return Ok(Err(hidden.into()));
-        }
         let mut tx = self.begin_write().await?;
-        if !touch_live_patient(&mut tx, self.practice_id, patient_id).await? {
+        if !self.touch_live_patient(&mut tx, patient_id).await? {
             drop(tx);
             let refusal = self.check_live(patient_id).await?.err().unwrap_or_else(|| {
                 // Deleted or gone between the two reads: it cannot be changed either way.
@@ -909,6 +894,30 @@ impl PracticeStore<'_> {
             return self.patient_as_changed(patient_id).await;
         }
         Ok(Err(Refusal::LabelNotOnPatient(label_id.to_string()).into()))
+    }
+
+    /// Marks a patient whose labels may change (neither deleted nor archived) and whom the
+    /// viewer sees as changed now, which also holds its row until the transaction ends (so
+    /// that it cannot be deleted, archived or hidden meanwhile). False if there is no such
+    /// patient.
+    async fn touch_live_patient(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        patient_id: &str,
+    ) -> StoreResult<bool> {
+        let mut args = Args::default();
+        let now = args.add(now_ms());
+        let id = args.add(patient_id);
+        let visible = self.visible_patients(&mut args, "patients");
+        let sql = format!(
+            "UPDATE patients SET updated_at = {now} WHERE practice_id = $1 AND id = {id} \
+             AND deleted_at IS NULL AND archived_at IS NULL{visible}"
+        );
+        let touched = args
+            .bind(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(self.practice_id))
+            .execute(&mut **tx)
+            .await?;
+        Ok(touched.rows_affected() == 1)
     }
 
     /// Whether a patient's labels can change: it exists, and is neither deleted nor archived
@@ -959,26 +968,6 @@ impl PracticeStore<'_> {
         }
         Ok(by_patient)
     }
-}
-
-/// Marks a patient whose labels may change (neither deleted nor archived) as changed now,
-/// which also holds its row until the transaction ends (so that it cannot be deleted or
-/// archived meanwhile). False if there is no such patient.
-async fn touch_live_patient(
-    tx: &mut Transaction<'_, Any>,
-    practice_id: &str,
-    patient_id: &str,
-) -> StoreResult<bool> {
-    let touched = sqlx::query(
-        "UPDATE patients SET updated_at = $3 \
-         WHERE practice_id = $1 AND id = $2 AND deleted_at IS NULL AND archived_at IS NULL",
-    )
-    .bind(practice_id)
-    .bind(patient_id)
-    .bind(now_ms())
-    .execute(&mut **tx)
-    .await?;
-    Ok(touched.rows_affected() == 1)
 }
 
 /// A label put on or taken off a patient.

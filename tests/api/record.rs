@@ -779,6 +779,68 @@ async fn access_groups_hide_a_patient_from_staff_outside_them(#[case] engine: En
         done["data"]["createBooking"]["error"],
         format!("No patient with id {secret}")
     );
+    // Nor can a label be put on it or taken off, nor a booking moved to it.
+    let label = app.label("VIP").await;
+    let put = "mutation($p: ID!, $l: ID!) { addPatientLabel(patientId: $p, labelReferenceId: $l) { data { id } error } }";
+    let done = app
+        .gql(Some(&out), put, json!({ "p": secret, "l": label }))
+        .await;
+    assert_eq!(
+        done["data"]["addPatientLabel"]["error"],
+        format!("No patient with id {secret}"),
+        "{done}"
+    );
+    let done = change(&app, put, json!({ "p": secret, "l": label })).await;
+    assert_eq!(done["data"]["id"], secret.as_str(), "{done}");
+    let take =
+        "mutation($p: ID!, $l: ID!) { removePatientLabel(patientId: $p, labelId: $l) { error } }";
+    let done = app
+        .gql(Some(&out), take, json!({ "p": secret, "l": label }))
+        .await;
+    assert_eq!(
+        done["data"]["removePatientLabel"]["error"],
+        format!("No patient with id {secret}"),
+        "{done}"
+    );
+    let theirs = change(
+        &app,
+        "mutation($p: ID!, $d: ID!) { createBooking(bookingData: { patient: $p, doctor: $d, start: \"2031-01-03T09:00:00Z\", end: \"2031-01-03T09:30:00Z\" }) { data { id } error } }",
+        json!({ "p": open, "d": doctor }),
+    )
+    .await;
+    let done = app
+        .gql(
+            Some(&out),
+            "mutation($id: ID!, $p: ID) { updateBooking(id: $id, bookingData: { patient: $p }) { error } }",
+            json!({ "id": theirs["data"]["id"], "p": secret }),
+        )
+        .await;
+    assert_eq!(
+        done["data"]["updateBooking"]["error"],
+        format!("No patient with id {secret}"),
+        "{done}"
+    );
+    // The insider changes it.
+    let done = app
+        .gql(
+            Some(&inside),
+            "mutation($id: ID!) { updatePatient(id: $id, patientData: { occupation: \"x\" }) { data { id } error } }",
+            json!({ "id": secret }),
+        )
+        .await;
+    assert_eq!(
+        done["data"]["updatePatient"]["data"]["id"],
+        secret.as_str(),
+        "{done}"
+    );
+    let done = app
+        .gql(Some(&inside), take, json!({ "p": secret, "l": label }))
+        .await;
+    assert_eq!(
+        done["data"]["removePatientLabel"]["error"],
+        Value::Null,
+        "{done}"
+    );
 
     // The insider, an admin and an API token see it.
     let body = app
