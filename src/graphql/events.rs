@@ -51,34 +51,35 @@ pub fn checked_types(requested: Option<Vec<String>>) -> Result<Vec<String>> {
     Ok(requested)
 }
 
-/// Reads a cursor (an event's id), and checks that the events after it are still kept.
-async fn cursor(
-    store: &Store,
-    principal: &Principal,
-    after: Option<ID>,
-) -> Result<Option<Position>> {
+/// Reads a cursor (an event's id).
+fn cursor(after: Option<ID>) -> Result<Option<Position>> {
     let Some(after) = after else {
         return Ok(None);
     };
-    let position = Position::decode(&after).ok_or_else(|| {
+    Position::decode(&after).map(Some).ok_or_else(|| {
         bad_input(format!(
             "after must be an event's id, as Event.id or EventFeed.cursor gives it, got {:?}",
             after.as_str()
         ))
-    })?;
-    let floor = store
-        .practice(&principal.practice_id)
-        .event_floor()
-        .await
-        .or_fail()?;
-    if floor.is_some_and(|floor| position < floor) {
+    })
+}
+
+/// Checks that no event after `after` has been swept away: CURSOR_EXPIRED when one has.
+/// Asked after the events are read (the sweep raises the floor in the transaction that
+/// deletes), so that a sweep between the check and the read cannot skip events unsaid.
+async fn still_kept(store: &Store, practice_id: &str, after: Option<Position>) -> Result<()> {
+    let Some(after) = after else {
+        return Ok(());
+    };
+    let floor = store.practice(practice_id).event_floor().await.or_fail()?;
+    if floor.is_some_and(|floor| after < floor) {
         return Err(coded(
             code::CURSOR_EXPIRED,
             "Events after this cursor are no longer kept: start again without after (and \
              catch up with the queries), or poll more often than the retention",
         ));
     }
-    Ok(Some(position))
+    Ok(())
 }
 
 /// The types of `types` the caller may see; FORBIDDEN, naming the read permissions that would
@@ -144,7 +145,7 @@ impl EventQueries {
             }
         };
         let types = visible_types(principal, checked_types(event_types)?)?;
-        let after = cursor(store(ctx), principal, after).await?;
+        let after = cursor(after)?;
         let mut found = if types.is_empty() {
             Vec::new()
         } else {
@@ -153,6 +154,7 @@ impl EventQueries {
                 .await
                 .or_fail()?
         };
+        still_kept(store(ctx), &principal.practice_id, after).await?;
         let has_more = found.len() > limit as usize;
         found.truncate(limit as usize);
         let cursor = found
@@ -288,7 +290,7 @@ impl EventSubscription {
                           first."
         )]
         after: Option<ID>,
-    ) -> Result<impl Stream<Item = Event> + use<>> {
+    ) -> Result<impl Stream<Item = Result<Event>> + use<>> {
         let principal = authorize(ctx, OperationKind::Subscription)?;
         let connection = ctx.data::<Arc<Connection>>().map_err(|_| {
             coded(
@@ -302,8 +304,17 @@ impl EventSubscription {
         // that may read none of them is refused at once.
         visible_types(principal, types.clone())?;
         let store = store(ctx).clone();
-        let after = cursor(&store, principal, after).await?;
+        let after = cursor(after)?;
+        // Said at once, where it can be; the replay asks again after each of its reads.
+        still_kept(&store, &principal.practice_id, after).await?;
         let receiver = ctx.data::<Hub>()?.subscribe().await;
+        // Without a cursor, it follows from the end of the log as it is now (every event after
+        // that comes through the receiver): a catch-up after falling behind starts there, not
+        // at the log's first event.
+        let last = match after {
+            Some(after) => after,
+            None => store.last_event().await.or_fail()?,
+        };
         let follower = Follower {
             store,
             connection: connection.clone(),
@@ -311,16 +322,20 @@ impl EventSubscription {
             types,
             patient_id: patient_id.map(|id| id.0),
             receiver,
-            last: after.unwrap_or_default(),
+            last,
             replaying: after.is_some(),
             waiting: VecDeque::new(),
             lags: Vec::new(),
         };
+        // An error (the events after the cursor were swept away meanwhile) is the last item.
         Ok(async_graphql::futures_util::stream::unfold(
-            follower,
-            |mut follower| async move {
-                let event = follower.next().await?;
-                Some((Event(event), follower))
+            Some(follower),
+            |follower| async move {
+                let mut follower = follower?;
+                match follower.next().await? {
+                    Ok(event) => Some((Ok(Event(event)), Some(follower))),
+                    Err(error) => Some((Err(error), None)),
+                }
             },
         ))
     }
@@ -351,8 +366,9 @@ const MAX_LAGS: usize = 3;
 const LAG_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Follower {
-    /// The next event to send; None when the subscription ends.
-    async fn next(&mut self) -> Option<StoredEvent> {
+    /// The next event to send; None when the subscription ends, an error when it cannot go
+    /// on.
+    async fn next(&mut self) -> Option<Result<StoredEvent>> {
         loop {
             if let Some(event) = self.waiting.pop_front() {
                 // Looked at before the position: the hub's copy of a revocation the catch-up
@@ -367,7 +383,7 @@ impl Follower {
                 }
                 self.last = event.position();
                 if self.wanted(&event) && self.sees_patient(&event).await {
-                    return Some(event);
+                    return Some(Ok(event));
                 }
                 continue;
             }
@@ -379,6 +395,14 @@ impl Follower {
                     .seen_by(groups.as_deref())
                     .events_after(Some(self.last), &self.types, REPLAY_BATCH)
                     .await;
+                // Events swept away while they were read are missed: said, as a cursor too
+                // old is, and the subscription ends.
+                if kept.is_ok()
+                    && let Err(expired) =
+                        still_kept(&self.store, &self.practice_id, Some(self.last)).await
+                {
+                    return Some(Err(expired));
+                }
                 match kept {
                     Ok(events) if events.is_empty() => {
                         self.replaying = false;
