@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use async_graphql::futures_util::Stream;
-use async_graphql::{Context, ID, Object, Result, Subscription};
+use async_graphql::{Context, Error, ID, Object, Result, Subscription};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, watch};
 
@@ -18,7 +18,7 @@ use super::store;
 use crate::auth::{self, OperationKind, Principal};
 use crate::events::Hub;
 use crate::store::events::{EVENT_TYPES, Position, StoredEvent, TOKEN_REVOKED, USER_CHANGED};
-use crate::store::{Store, now_ms};
+use crate::store::{Store, StoreResult, now_ms};
 
 /// Events the feed returns when `limit` is not given.
 pub const DEFAULT_FEED_LIMIT: u32 = 100;
@@ -64,22 +64,22 @@ fn cursor(after: Option<ID>) -> Result<Option<Position>> {
     })
 }
 
-/// Checks that no event after `after` has been swept away: CURSOR_EXPIRED when one has.
-/// Asked after the events are read (the sweep raises the floor in the transaction that
-/// deletes), so that a sweep between the check and the read cannot skip events unsaid.
-async fn still_kept(store: &Store, practice_id: &str, after: Option<Position>) -> Result<()> {
-    let Some(after) = after else {
-        return Ok(());
-    };
-    let floor = store.practice(practice_id).event_floor().await.or_fail()?;
-    if floor.is_some_and(|floor| after < floor) {
-        return Err(coded(
-            code::CURSOR_EXPIRED,
-            "Events after this cursor are no longer kept: start again without after (and \
-             catch up with the queries), or poll more often than the retention",
-        ));
-    }
-    Ok(())
+/// Whether events after `after` have been swept away: the practice's floor (the last event
+/// the sweep deleted) is past it. Asked after the events are read (the sweep raises the floor
+/// in the transaction that deletes), so that a sweep between the two cannot skip events
+/// unsaid.
+async fn swept_after(store: &Store, practice_id: &str, after: Position) -> StoreResult<bool> {
+    let floor = store.practice(practice_id).event_floor().await?;
+    Ok(floor.is_some_and(|floor| after < floor))
+}
+
+/// What a cursor whose events were swept away gets.
+fn expired() -> Error {
+    coded(
+        code::CURSOR_EXPIRED,
+        "Events after this cursor are no longer kept: start again without after (and catch up \
+         with the queries), or poll more often than the retention",
+    )
 }
 
 /// The types of `types` the caller may see; FORBIDDEN, naming the read permissions that would
@@ -154,7 +154,13 @@ impl EventQueries {
                 .await
                 .or_fail()?
         };
-        still_kept(store(ctx), &principal.practice_id, after).await?;
+        if let Some(after) = after
+            && swept_after(store(ctx), &principal.practice_id, after)
+                .await
+                .or_fail()?
+        {
+            return Err(expired());
+        }
         let has_more = found.len() > limit as usize;
         found.truncate(limit as usize);
         let cursor = found
@@ -306,14 +312,26 @@ impl EventSubscription {
         let store = store(ctx).clone();
         let after = cursor(after)?;
         // Said at once, where it can be; the replay asks again after each of its reads.
-        still_kept(&store, &principal.practice_id, after).await?;
+        if let Some(after) = after
+            && swept_after(&store, &principal.practice_id, after)
+                .await
+                .or_fail()?
+        {
+            return Err(expired());
+        }
         let receiver = ctx.data::<Hub>()?.subscribe().await;
         // Without a cursor, it follows from the end of the log as it is now (every event after
-        // that comes through the receiver): a catch-up after falling behind starts there, not
-        // at the log's first event.
+        // that comes through the receiver), or from the practice's floor if every event is
+        // swept away: a catch-up after falling behind starts there, not at the log's first
+        // event, nor before the floor.
         let last = match after {
             Some(after) => after,
-            None => store.last_event().await.or_fail()?,
+            None => {
+                let practice = store.practice(&principal.practice_id);
+                let floor = practice.event_floor().await.or_fail()?;
+                let end = store.last_event().await.or_fail()?;
+                floor.map_or(end, |floor| floor.max(end))
+            }
         };
         let follower = Follower {
             store,
@@ -397,14 +415,15 @@ impl Follower {
                     .await;
                 // Events swept away while they were read are missed: said, as a cursor too
                 // old is, and the subscription ends.
-                if kept.is_ok()
-                    && let Err(expired) =
-                        still_kept(&self.store, &self.practice_id, Some(self.last)).await
-                {
-                    return Some(Err(expired));
-                }
+                let kept = match kept {
+                    Ok(events) => swept_after(&self.store, &self.practice_id, self.last)
+                        .await
+                        .map(|swept| (events, swept)),
+                    Err(error) => Err(error),
+                };
                 match kept {
-                    Ok(events) if events.is_empty() => {
+                    Ok((_, true)) => return Some(Err(expired())),
+                    Ok((events, false)) if events.is_empty() => {
                         self.replaying = false;
                         // The catch-up reads the client's own types, not the revocations, and
                         // falling behind the hub dropped what it held: the token is looked at
@@ -413,7 +432,7 @@ impl Follower {
                             return std::future::pending().await;
                         }
                     }
-                    Ok(events) => self.waiting.extend(events),
+                    Ok((events, false)) => self.waiting.extend(events),
                     Err(error) => {
                         tracing::warn!(%error, "could not read the events to replay");
                         self.connection.cut(Cut::TooSlow(format!(

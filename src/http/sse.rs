@@ -9,8 +9,9 @@
 //! accepted stream, as a `next` with `errors`; a request that cannot be read at all (bad JSON,
 //! no token, over its rate) is refused with its status before any stream starts. When the
 //! token stops working, the subscriber falls behind, or its connection is told to close (it
-//! reached its age, or the server stops), a last `next` says why (code UNAUTHENTICATED,
-//! CONSUMER_TOO_SLOW or SERVICE_UNAVAILABLE) before `complete`.
+//! reached its age, or the server stops), or the events it was catching up on are swept away,
+//! a last `next` says why (code UNAUTHENTICATED, CONSUMER_TOO_SLOW, SERVICE_UNAVAILABLE or
+//! CURSOR_EXPIRED) before `complete`.
 
 use std::convert::Infallible;
 use std::sync::Arc;

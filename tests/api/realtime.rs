@@ -1842,16 +1842,27 @@ async fn a_subscriber_that_falls_behind_catches_up_then_is_closed(#[case] engine
 
 /// A subscriber without a cursor that falls behind before its first event catches up from
 /// where it subscribed, not from the log's first event: none of the events before it
-/// subscribed comes through.
+/// subscribed comes through. So too when the sweep has deleted every event kept (`swept`):
+/// it starts at the practice's floor, and is not told its events expired.
 #[rstest]
-#[case::sqlite(Engine::Sqlite)]
-#[case::postgres(Engine::Postgres)]
+#[case::sqlite(Engine::Sqlite, false)]
+#[case::postgres(Engine::Postgres, false)]
+#[case::sqlite_swept(Engine::Sqlite, true)]
+#[case::postgres_swept(Engine::Postgres, true)]
 #[tokio::test]
-async fn a_subscriber_behind_before_its_first_event_gets_nothing_older(#[case] engine: Engine) {
-    let app = spawn!(
+async fn a_subscriber_behind_before_its_first_event_gets_nothing_older(
+    #[case] engine: Engine,
+    #[case] swept: bool,
+) {
+    let retention = match swept {
+        true => Duration::from_secs(1),
+        false => test_config().event_retention,
+    };
+    let mut app = spawn!(
         engine,
         ServeConfig {
             max_subscriber_lag: 8,
+            event_retention: retention,
             ..test_config()
         }
     );
@@ -1862,6 +1873,16 @@ async fn a_subscriber_behind_before_its_first_event_gets_nothing_older(#[case] e
     let label = app.label("Burst").await;
     for patient in &patients {
         add_label(&app, patient, &label).await;
+    }
+    if swept {
+        // Past the retention, the sweep at start deletes every event there is.
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        app.restart().await;
+        let until = Instant::now() + WAIT;
+        while !all_events(&app, &app.admin_token, None).await.0.is_empty() {
+            assert!(Instant::now() < until, "the sweep deletes the old events");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
     let mut ws = Ws::connect(&app, &app.admin_token).await;
     ws.follow(
