@@ -144,6 +144,13 @@ fn below_bound(most: &str) -> String {
     )
 }
 
+/// The condition that delivery `d`'s subscription is live and not paused: only then is it
+/// sent. (A write that began before a pause or a delete of its subscription may commit its
+/// delivery as `pending` after them, where neither could see it.)
+const LIVE_SUBSCRIPTION: &str = "EXISTS (SELECT 1 FROM webhook_subscriptions s \
+     WHERE s.practice_id = d.practice_id AND s.id = d.subscription_id \
+     AND s.deleted_at IS NULL AND s.delivery_paused = 0)";
+
 const DELIVERY_COLUMNS: &str = "id, subscription_id, event_id, event_type, identifiers, status, \
      attempts, next_attempt_at, last_status, last_error, last_attempt_at, created_at";
 
@@ -588,14 +595,12 @@ impl Store {
              COALESCE((SELECT f.n FROM flying f WHERE f.practice_id = d.practice_id \
              AND f.subscription_id = d.subscription_id), 0) FROM webhook_deliveries d \
              WHERE d.status = 'pending' AND {} <= $1 \
-             AND (d.lease_until IS NULL OR d.lease_until < $1) AND {} \
-             AND EXISTS (SELECT 1 FROM webhook_subscriptions s WHERE s.practice_id = \
-             d.practice_id AND s.id = d.subscription_id AND s.deleted_at IS NULL \
-             AND s.delivery_paused = 0) \
+             AND (d.lease_until IS NULL OR d.lease_until < $1) AND {} AND {} \
              ORDER BY d.next_attempt_at LIMIT $2{}",
             in_flight("$1"),
             due("$3"),
             below_bound("$4"),
+            LIVE_SUBSCRIPTION,
             self.engine.skip_locked()
         );
         let candidates: Vec<(String, String, String, i64)> =
@@ -743,14 +748,21 @@ impl Store {
         Ok(())
     }
 
-    /// Deletes up to `batch` deliveries made before `before` that wait for nothing (delivered
-    /// or failed), with their attempts; returns how many. A paused one waits for its
-    /// subscription to be resumed, however long that takes, and is kept.
+    /// Deletes up to `batch` deliveries that wait for nothing, with their attempts: those
+    /// made before `before` that were delivered or failed, and, whenever made, those of a
+    /// deleted subscription (a write may commit one behind the delete, which never goes out).
+    /// Returns how many. A paused one waits for its subscription to be resumed, however long
+    /// that takes, and is kept.
     pub async fn forget_deliveries(&self, before: i64, batch: u32) -> StoreResult<u64> {
         let mut tx = self.begin_write().await?;
         let old: Vec<(String, String)> = sqlx::query_as(
-            "SELECT practice_id, id FROM webhook_deliveries WHERE created_at < $1 \
-             AND status IN ('delivered', 'failed') LIMIT $2",
+            "SELECT practice_id, id FROM (SELECT practice_id, id FROM webhook_deliveries \
+             WHERE created_at < $1 AND status IN ('delivered', 'failed') LIMIT $2) aged \
+             UNION ALL SELECT practice_id, id FROM (SELECT d.practice_id, d.id \
+             FROM webhook_deliveries d WHERE d.status IN ('pending', 'paused') \
+             AND EXISTS (SELECT 1 FROM webhook_subscriptions s \
+             WHERE s.practice_id = d.practice_id AND s.id = d.subscription_id \
+             AND s.deleted_at IS NOT NULL) LIMIT $2) orphaned",
         )
         .bind(before)
         .bind(i64::from(batch))
@@ -785,12 +797,16 @@ impl Store {
         let due = due("$1");
         // A subscription with as many in flight as it may have waits for one of them to end
         // (which wakes the worker), not for its next delivery's time.
+        // Only what a claim would take: a delivery a write left pending behind a pause or a
+        // delete of its subscription waits for nothing, and must not wake the worker again and
+        // again for a claim that passes it over.
         let sql = format!(
             "WITH {} SELECT MIN(CASE WHEN lease_until IS NOT NULL \
              AND lease_until > {due} THEN lease_until ELSE {due} END) \
-             FROM webhook_deliveries d WHERE status = 'pending' AND {}",
+             FROM webhook_deliveries d WHERE status = 'pending' AND {} AND {}",
             in_flight("$2"),
-            below_bound("$3")
+            below_bound("$3"),
+            LIVE_SUBSCRIPTION
         );
         let next: Option<(Option<i64>,)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(first_delay)

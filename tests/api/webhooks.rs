@@ -489,6 +489,9 @@ async fn a_delivery_committed_behind_a_pause_or_a_delete_is_not_sent(#[case] eng
     };
     assert_eq!(straggle().await, 1);
     receiver.expect_nothing(Duration::from_millis(1500)).await;
+    // Nor is the worker woken for it again and again, to claim nothing.
+    let due = app.store.next_delivery_due(0, 4).await.expect("due");
+    assert_eq!(due, None);
     // Resumed, it goes out.
     app.ok(pause, json!({ "id": id, "p": false })).await;
     let sent = receiver.expect().await;
@@ -507,6 +510,18 @@ async fn a_delivery_committed_behind_a_pause_or_a_delete_is_not_sent(#[case] eng
     .expect("delete it as deleteWebhook does");
     assert_eq!(straggle().await, 1);
     receiver.expect_nothing(Duration::from_millis(1500)).await;
+    let due = app.store.next_delivery_due(0, 4).await.expect("due");
+    assert_eq!(due, None);
+    // The sweep deletes it, however young, and leaves the delivered one its age keeps.
+    let swept = app.store.forget_deliveries(0, 100).await.expect("sweep");
+    assert_eq!(swept, 1);
+    let left: (i64,) =
+        sqlx::query_as("SELECT COUNT(*) FROM webhook_deliveries WHERE subscription_id = $1")
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .expect("count");
+    assert_eq!(left.0, 1);
 }
 
 /// The same URL and event type in two live subscriptions is refused, also when the two are
