@@ -68,6 +68,48 @@ pub fn operator() -> practice_api::store::audit::Author<'static> {
     }
 }
 
+/// Holds the rows of `sql` (a `SELECT ... FOR UPDATE`, its one parameter `id`) in a
+/// transaction of its own on `url`, until the connection returned rolls back.
+pub async fn hold_rows(url: &str, sql: &str, id: &str) -> sqlx::AnyConnection {
+    use sqlx::Connection;
+    let mut held = sqlx::AnyConnection::connect(url).await.expect("connect");
+    sqlx::query("BEGIN")
+        .execute(&mut held)
+        .await
+        .expect("begin");
+    sqlx::query(sqlx::AssertSqlSafe(sql.to_string()))
+        .bind(id)
+        .execute(&mut held)
+        .await
+        .expect("hold the rows");
+    held
+}
+
+/// Returns once a connection to the PostgreSQL database at `url` waits on a lock (within 10
+/// s, or panics).
+pub async fn waits_on_a_lock(url: &str) {
+    use sqlx::Connection;
+    let mut probe = sqlx::AnyConnection::connect(url).await.expect("connect");
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (waiting,): (i64,) = sqlx::query_as(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() \
+             AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&mut probe)
+        .await
+        .expect("look");
+        if waiting > 0 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "nothing waited on a lock"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// A port free a moment ago, for an address a server takes from its settings
 /// (`metrics_listen`, say) rather than from a listener the test binds.
 pub fn free_port() -> u16 {

@@ -6,7 +6,10 @@ use serde_json::{Value, json};
 
 use rstest::rstest;
 
-use crate::helpers::{Engine, PASSWORD, TestApp, error_code, error_message, refused_within_100_ms};
+use crate::helpers::{
+    Engine, PASSWORD, TestApp, error_code, error_message, hold_rows, refused_within_100_ms,
+    waits_on_a_lock,
+};
 use crate::spawn;
 
 const USER_FIELDS: &str = "id email firstName lastName role deleted lastSignInAt title gender \
@@ -1028,4 +1031,53 @@ async fn a_users_pronouns_and_metadata(#[case] engine: Engine) {
         assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
         assert!(error_message(&body).contains(says), "{says}: {body}");
     }
+}
+
+/// On PostgreSQL, `setPassword` takes the user's row before the link's, as `disableUser` and
+/// `resetPassword` take the user's before its links: held up at the user, it holds nothing
+/// of the link, so that the two wait for each other rather than deadlock. (SQLite writes one
+/// transaction at a time: there is no order to keep.)
+#[tokio::test]
+async fn set_password_takes_the_users_row_before_the_links() {
+    let Some(app) = TestApp::spawn_with(Engine::Postgres, crate::helpers::test_config()).await
+    else {
+        return;
+    };
+    let (id, link) = new_user(&app, "order@example.com", "practitioner").await;
+    let mut user = hold_rows(
+        &app.database_url,
+        "SELECT id FROM users WHERE id = $1 FOR UPDATE",
+        &id,
+    )
+    .await;
+    let setting = tokio::spawn({
+        let (url, client, link) = (app.url.clone(), app.client.clone(), link.clone());
+        async move {
+            let body = json!({
+                "query": "mutation($t: String!, $p: String!) { setPassword(setPasswordToken: $t, password: $p) { error } }",
+                "variables": { "t": link, "p": NEW_PASSWORD },
+            });
+            let answer = client.post(&url).json(&body).send().await.expect("send");
+            answer.json::<Value>().await.expect("json")
+        }
+    });
+    // Until setPassword waits on the user's row.
+    waits_on_a_lock(&app.database_url).await;
+    // The link's row is free: taken at once, not waited for.
+    let mut links = hold_rows(
+        &app.database_url,
+        "SELECT id FROM user_links WHERE user_id = $1 FOR UPDATE NOWAIT",
+        &id,
+    )
+    .await;
+    sqlx::query("ROLLBACK")
+        .execute(&mut links)
+        .await
+        .expect("let go of the link");
+    sqlx::query("ROLLBACK")
+        .execute(&mut user)
+        .await
+        .expect("let go of the user");
+    let done = setting.await.expect("setPassword");
+    assert_eq!(done["data"]["setPassword"]["error"], Value::Null, "{done}");
 }

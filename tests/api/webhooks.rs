@@ -13,7 +13,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
-use crate::helpers::{Engine, TestApp, error_code, node_clients, test_config};
+use crate::helpers::{
+    Engine, TestApp, error_code, hold_rows, node_clients, test_config, waits_on_a_lock,
+};
 use crate::spawn;
 
 /// A webhook receiver on loopback (`tests/realtime/receiver.mjs`).
@@ -522,6 +524,47 @@ async fn a_delivery_committed_behind_a_pause_or_a_delete_is_not_sent(#[case] eng
             .await
             .expect("count");
     assert_eq!(left.0, 1);
+}
+
+/// On PostgreSQL, an attempt's record takes the subscription's row before the delivery's, as
+/// `deleteWebhook` and `updateWebhook` take them: held up at the subscription, it holds
+/// nothing of the delivery, so that the two wait for each other rather than deadlock.
+/// (SQLite writes one transaction at a time: there is no order to keep.)
+#[tokio::test]
+async fn an_attempts_record_takes_the_subscriptions_row_before_the_deliverys() {
+    let mut receiver = receiver!();
+    let Some(app) = TestApp::spawn_with(Engine::Postgres, config(&[0])).await else {
+        return;
+    };
+    let hook = subscribe(&app, &receiver.url, &["label.created"]).await;
+    let id = hook["id"].as_str().expect("id");
+    receiver
+        .secrets(&[hook["secret"].as_str().expect("secret")])
+        .await;
+    // Held as an update of the subscription holds it (a delivery's reference to it may still
+    // be written).
+    let mut subscription = hold_rows(
+        &app.database_url,
+        "SELECT id FROM webhook_subscriptions WHERE id = $1 FOR NO KEY UPDATE",
+        id,
+    )
+    .await;
+    app.label("Held").await;
+    let sent = receiver.expect().await;
+    assert_eq!(sent["status"], 200);
+    // Until the attempt's record waits on the subscription's row.
+    waits_on_a_lock(&app.database_url).await;
+    // The delivery's row is free: taken at once, not waited for.
+    let mut delivery = hold_rows(
+        &app.database_url,
+        "SELECT id FROM webhook_deliveries WHERE subscription_id = $1 FOR UPDATE NOWAIT",
+        id,
+    )
+    .await;
+    for held in [&mut delivery, &mut subscription] {
+        sqlx::query("ROLLBACK").execute(held).await.expect("let go");
+    }
+    wait_for_status(&app, id, "delivered").await;
 }
 
 /// The same URL and event type in two live subscriptions is refused, also when the two are
