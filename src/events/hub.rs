@@ -4,7 +4,7 @@
 //! second (a missed notification, SQLite written by another process); the log itself is the
 //! truth, so a wake-up lost costs at most a second.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{Notify, broadcast, watch};
@@ -30,6 +30,9 @@ pub struct Hub {
     read: Arc<Notify>,
     /// True once the hub knows where the log ends, and hands on every event after that.
     ready: watch::Receiver<bool>,
+    /// The last event handed on, held while events are handed on, so that a subscriber
+    /// learns where its receiver starts.
+    handed: Arc<Mutex<Position>>,
 }
 
 impl Hub {
@@ -42,6 +45,7 @@ impl Hub {
             sender,
             read: Arc::default(),
             ready,
+            handed: Arc::default(),
         };
         tokio::spawn(hub.clone().follow(store, ready_tx));
         hub
@@ -50,11 +54,14 @@ impl Hub {
     /// A receiver of every event the log gets from now on, in order of position: every event
     /// after any position a reader of the log can see now comes through it. (So a subscriber
     /// that subscribes, then reads the log until it is up to date, misses nothing in between.)
-    pub async fn subscribe(&self) -> broadcast::Receiver<Arc<StoredEvent>> {
+    /// With it, the position of the last event handed on before it: exactly the events after
+    /// that one come through the receiver.
+    pub async fn subscribe(&self) -> (broadcast::Receiver<Arc<StoredEvent>>, Position) {
         let mut ready = self.ready.clone();
         // The hub's task is gone only with the runtime.
         let _ = ready.wait_for(|ready| *ready).await;
-        self.sender.subscribe()
+        let handed = self.handed.lock().unwrap_or_else(|e| e.into_inner());
+        (self.sender.subscribe(), *handed)
     }
 
     /// Completes the next time the hub reads the log.
@@ -73,6 +80,7 @@ impl Hub {
                 }
             }
         };
+        *self.handed.lock().unwrap_or_else(|e| e.into_inner()) = from;
         let _ = ready.send(true);
         self.read_on(store, from).await;
     }
@@ -87,11 +95,14 @@ impl Hub {
                 match store.all_events_after(from, BATCH).await {
                     Ok(events) => {
                         let full = events.len() == BATCH as usize;
+                        let mut handed = self.handed.lock().unwrap_or_else(|e| e.into_inner());
                         for event in events {
                             from = event.position();
                             // No subscriber is no error: nobody is listening right now.
                             let _ = self.sender.send(Arc::new(event));
                         }
+                        *handed = from;
+                        drop(handed);
                         if !full {
                             break;
                         }

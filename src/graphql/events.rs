@@ -319,20 +319,11 @@ impl EventSubscription {
         {
             return Err(expired());
         }
-        let receiver = ctx.data::<Hub>()?.subscribe().await;
-        // Without a cursor, it follows from the end of the log as it is now (every event after
-        // that comes through the receiver), or from the practice's floor if every event is
-        // swept away: a catch-up after falling behind starts there, not at the log's first
-        // event, nor before the floor.
-        let last = match after {
-            Some(after) => after,
-            None => {
-                let practice = store.practice(&principal.practice_id);
-                let floor = practice.event_floor().await.or_fail()?;
-                let end = store.last_event().await.or_fail()?;
-                floor.map_or(end, |floor| floor.max(end))
-            }
-        };
+        // Without a cursor, it follows from the last event the hub handed on before it
+        // subscribed: a catch-up after falling behind starts there, not at the log's first
+        // event.
+        let (receiver, handed) = ctx.data::<Hub>()?.subscribe().await;
+        let last = after.unwrap_or(handed);
         let follower = Follower {
             store,
             connection: connection.clone(),

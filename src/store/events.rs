@@ -353,7 +353,9 @@ impl Store {
             .await?)
     }
 
-    /// The position of the last event readers can see now.
+    /// The position of the last event readers can see now, or of the last one the sweep
+    /// deleted if that is later (every event is swept away): no event to come is before it,
+    /// and no practice's floor after it.
     pub async fn last_event(&self) -> StoreResult<Position> {
         let sql = format!(
             "SELECT tx_id, id FROM events WHERE {} ORDER BY tx_id DESC, id DESC LIMIT 1",
@@ -362,7 +364,15 @@ impl Store {
         let last: Option<(i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .fetch_optional(&self.reader)
             .await?;
-        Ok(last.map_or(Position::default(), |(tx, id)| Position { tx, id }))
+        let floor: Option<(i64, i64)> = sqlx::query_as(
+            "SELECT tx_id, id FROM event_floors ORDER BY tx_id DESC, id DESC LIMIT 1",
+        )
+        .fetch_optional(&self.reader)
+        .await?;
+        let at = |found: Option<(i64, i64)>| {
+            found.map_or(Position::default(), |(tx, id)| Position { tx, id })
+        };
+        Ok(at(last).max(at(floor)))
     }
 
     /// Deletes up to `batch` events that occurred before `before`, in every practice, the

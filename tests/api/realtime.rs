@@ -1841,8 +1841,8 @@ async fn a_subscriber_that_falls_behind_catches_up_then_is_closed(#[case] engine
 }
 
 /// A subscriber without a cursor that falls behind before its first event catches up from
-/// where it subscribed, not from the log's first event: none of the events before it
-/// subscribed comes through. So too when the sweep has deleted every event kept (`swept`):
+/// where it subscribed (the last event the hub handed on), not from the log's first event:
+/// none of the events before it subscribed comes through. So too when the sweep has deleted every event kept (`swept`):
 /// it starts at the practice's floor, and is not told its events expired.
 #[rstest]
 #[case::sqlite(Engine::Sqlite, false)]
@@ -1875,7 +1875,8 @@ async fn a_subscriber_behind_before_its_first_event_gets_nothing_older(
         add_label(&app, patient, &label).await;
     }
     if swept {
-        // Past the retention, the sweep at start deletes every event there is.
+        // Past the retention, the sweep at start deletes every event there is; started again
+        // on the empty log, the hub starts at the practice's floor.
         tokio::time::sleep(Duration::from_millis(1200)).await;
         app.restart().await;
         let until = Instant::now() + WAIT;
@@ -1883,6 +1884,15 @@ async fn a_subscriber_behind_before_its_first_event_gets_nothing_older(
             assert!(Instant::now() < until, "the sweep deletes the old events");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        app.restart().await;
+    } else {
+        // A live subscriber on another connection: once it has its probe, the hub has handed
+        // on every event before it, and where a new subscriber starts is after them all.
+        let mut probe = Ws::connect(&app, &app.admin_token).await;
+        probe
+            .follow("p", json!({ "types": ["patient.created"] }))
+            .await;
+        make_live(&mut probe, &app).await;
     }
     let mut ws = Ws::connect(&app, &app.admin_token).await;
     ws.follow(
