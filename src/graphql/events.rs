@@ -82,9 +82,9 @@ fn expired() -> Error {
     )
 }
 
-/// The types of `types` the caller may see; FORBIDDEN, naming the read permissions that would
-/// do, when it may see none of them.
-fn visible_types(principal: &Principal, types: Vec<String>) -> Result<Vec<String>> {
+/// The types of `types` the caller may read, and the read permissions the others need (each
+/// once).
+fn readable(principal: &Principal, types: Vec<String>) -> (Vec<String>, Vec<String>) {
     let mut needed: Vec<String> = Vec::new();
     let mut visible = Vec::new();
     for event_type in types {
@@ -100,6 +100,13 @@ fn visible_types(principal: &Principal, types: Vec<String>) -> Result<Vec<String
             }
         }
     }
+    (visible, needed)
+}
+
+/// The types of `types` the caller may see; FORBIDDEN, naming the read permissions that would
+/// do, when it may see none of them.
+fn visible_types(principal: &Principal, types: Vec<String>) -> Result<Vec<String>> {
+    let (visible, mut needed) = readable(principal, types);
     // A feed or a subscription that could carry no event at all is a token without the
     // permission it needs: said as FORBIDDEN, not as silence.
     if visible.is_empty() && !needed.is_empty() {
@@ -107,6 +114,17 @@ fn visible_types(principal: &Principal, types: Vec<String>) -> Result<Vec<String
         return Err(forbidden(first, &needed));
     }
     Ok(visible)
+}
+
+/// FORBIDDEN, naming the first read permission missing, unless the caller may read every one
+/// of `types`: for a webhook subscription, which sends its events to its receiver whoever asks
+/// later, so that `webhooks:write` alone does not read patients.
+pub fn every_type_readable(principal: &Principal, types: &[String]) -> Result<()> {
+    let (_, needed) = readable(principal, types.to_vec());
+    match needed.first() {
+        Some(first) => Err(forbidden(first, &[])),
+        None => Ok(()),
+    }
 }
 
 #[derive(Default)]

@@ -5,6 +5,7 @@ use async_graphql::{Context, ID, InputObject, Object, Result};
 
 use super::access::{authorize, authorize_write};
 use super::error::{OrFail, bad_input, code, coded};
+use super::events::every_type_readable;
 use super::input::required_text;
 use super::objects::{
     CreateWebhookPayload, DeleteWebhookPayload, PageInfo, UpdateWebhookPayload, WebhookDelivery,
@@ -131,8 +132,8 @@ fn headers(list: Vec<WebhookHeaderInput>) -> Result<String> {
     Ok(serde_json::to_string(&out).unwrap_or_else(|_| "[]".into()))
 }
 
-/// Checks event types: 1 to 10 known ones, each once.
-fn event_types(mut types: Vec<String>) -> Result<Vec<String>> {
+/// Checks event types: 1 to 10 known ones, each once, each of which the caller may read.
+fn event_types(ctx: &Context<'_>, mut types: Vec<String>) -> Result<Vec<String>> {
     types.sort();
     types.dedup();
     if types.is_empty() || types.len() > MAX_EVENT_TYPES {
@@ -147,6 +148,7 @@ fn event_types(mut types: Vec<String>) -> Result<Vec<String>> {
             EVENT_TYPES.join(", ")
         )));
     }
+    every_type_readable(authorize(ctx, OperationKind::Mutation)?, &types)?;
     Ok(types)
 }
 
@@ -265,7 +267,8 @@ pub struct WebhookMutations;
 impl WebhookMutations {
     /// Makes a webhook subscription, with a new signing secret (in `data.secret`). Refused
     /// when another live subscription already sends one of the event types to the same URL.
-    /// Needs `webhooks:write`.
+    /// Needs `webhooks:write`, and the read permission of each event type's resource
+    /// (`patient.*` `patients:read`, `booking.*` `bookings:read`, `label.*` `labels:read`).
     async fn create_webhook(
         &self,
         ctx: &Context<'_>,
@@ -276,7 +279,7 @@ impl WebhookMutations {
             url: Some(url(ctx, &input.url)?),
             label: Some(required_text("label", input.label, MAX_LABEL_CHARS)?),
             headers: input.headers.map(headers).transpose()?,
-            event_types: Some(event_types(input.event_types)?),
+            event_types: Some(event_types(ctx, input.event_types)?),
             delivery_paused: None,
         };
         let change = practice
@@ -287,7 +290,8 @@ impl WebhookMutations {
     }
 
     /// Changes a webhook subscription; what the input omits stays. Setting deliveryPaused to
-    /// false resumes delivery, and what waited is sent. Needs `webhooks:write`.
+    /// false resumes delivery, and what waited is sent. Needs `webhooks:write`, and with
+    /// eventTypes the read permission of each type's resource, as createWebhook does.
     async fn update_webhook(
         &self,
         ctx: &Context<'_>,
@@ -302,7 +306,10 @@ impl WebhookMutations {
                 .map(|l| required_text("label", l, MAX_LABEL_CHARS))
                 .transpose()?,
             headers: input.headers.map(headers).transpose()?,
-            event_types: input.event_types.map(event_types).transpose()?,
+            event_types: input
+                .event_types
+                .map(|types| event_types(ctx, types))
+                .transpose()?,
             delivery_paused: input.delivery_paused,
         };
         let change = practice.update_webhook(&id, fields).await.or_fail()?;

@@ -894,7 +894,7 @@ async fn webhooks_need_their_permissions(#[case] engine: Engine) {
     let app = spawn!(engine, config(&[0]));
     let hook = subscribe(&app, "http://127.0.0.1:9/in", &["label.created"]).await;
     let reader = app.token(&["webhooks:read"]).await;
-    let settings = app.token(&["settings"]).await;
+    let settings = app.token(&["settings", "labels:read"]).await;
     let nothing = app.token(&["patients:read"]).await;
     let with_headers = "mutation($id: ID!) { updateWebhook(id: $id, input: { headers: [{ key: \"authorization\", value: \"Bearer receiver-credential\" }] }) { error } }";
     let updated = app.ok(with_headers, json!({ "id": hook["id"] })).await;
@@ -930,6 +930,42 @@ async fn webhooks_need_their_permissions(#[case] engine: Engine) {
     assert!(
         made["data"]["createWebhook"]["data"]["secret"].is_string(),
         "settings implies webhooks:write: {made}"
+    );
+    // A subscription sends only events its maker may read, as the feed shows them.
+    let writer = app.token(&["webhooks:write"]).await;
+    let create_for = "mutation($t: [String!]!) { createWebhook(input: { url: \"http://127.0.0.1:9/more\", eventTypes: $t, label: \"x\" }) { data { id } error } }";
+    for (token, types, missing) in [
+        (&writer, json!(["label.created"]), "labels:read"),
+        (&settings, json!(["patient.created"]), "patients:read"),
+        (
+            &settings,
+            json!(["label.created", "booking.created"]),
+            "bookings:read",
+        ),
+    ] {
+        let refused = app
+            .gql(Some(token), create_for, json!({ "t": types }))
+            .await;
+        assert_eq!(error_code(&refused), "FORBIDDEN", "{types}: {refused}");
+        assert_eq!(
+            refused["errors"][0]["message"],
+            format!("Missing permission {missing}"),
+            "{types}: {refused}"
+        );
+    }
+    let mine = made["data"]["createWebhook"]["data"]["id"].clone();
+    let widen = "mutation($id: ID!) { updateWebhook(id: $id, input: { eventTypes: [\"label.created\", \"patient.updated\"] }) { data { eventTypes } error } }";
+    let refused = app.gql(Some(&settings), widen, json!({ "id": mine })).await;
+    assert_eq!(error_code(&refused), "FORBIDDEN", "{refused}");
+    assert_eq!(
+        refused["errors"][0]["message"],
+        "Missing permission patients:read"
+    );
+    let widened = app.ok(widen, json!({ "id": mine })).await;
+    assert_eq!(
+        widened["updateWebhook"]["data"]["eventTypes"],
+        json!(["label.created", "patient.updated"]),
+        "{widened}"
     );
     let refused = app
         .gql(Some(&nothing), "{ webhooks { data { id } } }", json!({}))
