@@ -228,13 +228,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            // One line: clap's first, which says what is wrong; usage is a --help away.
-            let text = e.render().to_string();
-            let line = text
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("error: bad arguments");
-            eprintln!("{line} (see --help)");
+            eprintln!("{} (see --help)", one_line(&e));
             return ExitCode::from(2);
         }
     };
@@ -255,6 +249,26 @@ fn main() -> ExitCode {
             eprintln!("error: {message}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// What is wrong with the arguments, in one line: clap's first paragraph (which names, on the
+/// lines after its first, the arguments it is about), or, for a command given without the
+/// subcommand it needs (which clap answers with the command's help), that one is missing.
+fn one_line(error: &clap::Error) -> String {
+    if error.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        return "error: a subcommand is missing".into();
+    }
+    let text = error.render().to_string();
+    let paragraph: Vec<&str> = text
+        .lines()
+        .skip_while(|l| l.trim().is_empty())
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    match paragraph.is_empty() {
+        true => "error: bad arguments".into(),
+        false => paragraph.join(" "),
     }
 }
 
@@ -282,7 +296,8 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
         }
         Command::Serve(config) => serve(store.clone(), config).await,
         Command::Backup { to } => {
-            if to.exists() {
+            // PostgreSQL's answer (use pg_dump) comes first, whatever the file.
+            if store.engine() == practice_api::store::Engine::Sqlite && to.exists() {
                 return Err(format!("{} exists: back up to a new file", to.display()));
             }
             let path = to

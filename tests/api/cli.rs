@@ -328,6 +328,14 @@ fn bad_arguments_exit_non_zero_with_one_line() {
             "",
             "not a duration",
         ),
+        // The missing argument is named on the one line.
+        (
+            vec!["token", "create", "--name", "x"],
+            "",
+            "were not provided: --permission",
+        ),
+        // A command that needs a subcommand says so, rather than printing its description.
+        (vec!["user"], "", "a subcommand is missing"),
     ];
     for (args, stdin, says) in cases {
         let output = cli.run_with_stdin(&args, stdin);
@@ -950,6 +958,11 @@ async fn a_live_database_is_backed_up(#[case] engine: Engine) {
         Engine::Postgres => {
             assert!(!output.status.success());
             assert!(stderr(&output).contains("pg_dump"), "{}", stderr(&output));
+            // So too with a file already there.
+            std::fs::write(&copy, b"").expect("a file");
+            let again = cli.run(&["backup", "--to", &copy_arg]);
+            assert!(!again.status.success());
+            assert!(stderr(&again).contains("pg_dump"), "{}", stderr(&again));
             return;
         }
         Engine::Sqlite => assert!(output.status.success(), "{}", stderr(&output)),
