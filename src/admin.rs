@@ -317,9 +317,9 @@ pub async fn create_token(
         })
 }
 
-/// `token list`.
+/// `token list`: every token, revoked and expired ones too, however many.
 pub async fn list_tokens(store: &Store, practice_id: &str) -> AdminResult<Vec<Token>> {
-    Ok(store.practice(practice_id).list_api_tokens().await?)
+    Ok(store.practice(practice_id).all_api_tokens().await?)
 }
 
 /// `token revoke ID`.

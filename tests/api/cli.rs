@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
+use practice_api::admin;
 use rstest::rstest;
 use tempfile::TempDir;
 
@@ -207,6 +208,41 @@ async fn operator_commands_work_end_to_end(#[case] engine: Engine) {
 
     let migrated = cli.run(&["migrate"]);
     assert!(migrated.status.success(), "{}", stderr(&migrated));
+}
+
+/// `token list` lists every token, one a line, however many: past the 200 a practice may
+/// have live, the revoked ones too.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn token_list_lists_every_token(#[case] engine: Engine) {
+    let cli = cli!(engine);
+    let pool = practice_api::store::PoolSettings::default();
+    let store = practice_api::store::Store::open(&cli.database_url(), &pool)
+        .await
+        .expect("open");
+    let practice = admin::practice(&store, None).await.expect("practice").id;
+    let every = ["*".to_string()];
+    let mut made = Vec::new();
+    for i in 0..200 {
+        let (token, _) = admin::create_token(&store, &practice, &format!("t{i}"), &every, None)
+            .await
+            .expect("a token");
+        made.push(token.id);
+    }
+    for id in &made[..10] {
+        admin::revoke_token(&store, id).await.expect("revoke");
+    }
+    for i in 0..10 {
+        admin::create_token(&store, &practice, &format!("u{i}"), &every, None)
+            .await
+            .expect("a token");
+    }
+    store.close().await;
+    let listed = cli.run(&["token", "list"]);
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    assert_eq!(stdout(&listed).lines().count(), 210);
 }
 
 #[test]
