@@ -372,6 +372,13 @@ fn bad_arguments_exit_non_zero_with_one_line() {
         ),
         // A command that needs a subcommand says so, rather than printing its description.
         (vec!["user"], "", "a subcommand is missing"),
+        // A limit of none is refused, not taken as one.
+        (vec!["serve", "--rate-limit", "0"], "", "--rate-limit"),
+        (
+            vec!["--db-max-connections", "0", "migrate"],
+            "",
+            "--db-max-connections",
+        ),
     ];
     for (args, stdin, says) in cases {
         let output = cli.run_with_stdin(&args, stdin);
