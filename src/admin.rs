@@ -16,7 +16,7 @@ use crate::store::patients::PatientFields;
 use crate::store::practices::Practice;
 use crate::store::tokens::{Token, TokenKind};
 use crate::store::users::{NewUser, Profile, User};
-use crate::store::{PageRequest, PracticeStore, Store, StoreError};
+use crate::store::{PageRequest, PracticeStore, Store, StoreError, now_ms};
 use crate::text::{self, MAX_LINE_CHARS};
 
 /// Why a command failed, in one line for the operator.
@@ -304,6 +304,10 @@ pub async fn create_token(
                         "--expires-at {text:?} is not an RFC 3339 timestamp such as \
                          2027-01-31T00:00:00Z"
                     ))
+                })
+                .and_then(|at| match at > now_ms() {
+                    true => Ok(at),
+                    false => Err(invalid(format!("--expires-at {text} is not in the future"))),
                 })
         })
         .transpose()?;

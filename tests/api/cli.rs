@@ -297,6 +297,20 @@ fn bad_arguments_exit_non_zero_with_one_line() {
             "",
             "RFC 3339",
         ),
+        (
+            vec![
+                "token",
+                "create",
+                "--name",
+                "x",
+                "--permission",
+                "*",
+                "--expires-at",
+                "2020-01-01T00:00:00Z",
+            ],
+            "",
+            "--expires-at 2020-01-01T00:00:00Z is not in the future",
+        ),
         (vec!["token", "revoke", "no-such-token"], "", "no API token"),
         (
             vec!["token", "list", "--practice", "no-such-practice"],
