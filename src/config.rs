@@ -393,6 +393,40 @@ mod tests {
         let pool = PoolSettings::default();
         assert_eq!(pool.max_connections, 8);
         assert_eq!(pool.acquire_timeout, Duration::from_secs(5));
+        assert_eq!(config.event_retention, Duration::from_secs(7 * 24 * 3600));
+        assert_eq!(config.ws_init_timeout, Duration::from_secs(10));
+        assert!(!config.webhook_allow_private);
+        assert_eq!(
+            config.webhook_retry_schedule,
+            parse_retry_schedule("0s,5s,5m,30m,2h,5h,10h,10h").expect("parses")
+        );
+        assert_eq!(config.metrics_listen, None);
+    }
+
+    /// Each setting of cli.md's table is read from the variable it names (clap reads the
+    /// environment; what is checked here is that each is wired to its name).
+    #[test]
+    fn the_settings_cli_md_names_are_read_from_their_variables() {
+        let serve = ServeConfig::augment_args(clap::Command::new("serve"));
+        let read: Vec<String> = serve
+            .get_arguments()
+            .filter_map(|arg| arg.get_env())
+            .map(|name| name.to_string_lossy().into_owned())
+            .collect();
+        for name in [
+            "PRACTICE_LISTEN",
+            "PRACTICE_USER_TOKEN_TTL",
+            "PRACTICE_RATE_LIMIT",
+            "PRACTICE_EVENT_RETENTION",
+            "PRACTICE_WS_INIT_TIMEOUT",
+            "PRACTICE_WEBHOOK_ALLOW_PRIVATE",
+            "PRACTICE_WEBHOOK_RETRY_SCHEDULE",
+            "PRACTICE_TRUSTED_PROXIES",
+            "PRACTICE_CORS_ORIGINS",
+            "PRACTICE_METRICS_LISTEN",
+        ] {
+            assert!(read.iter().any(|r| r == name), "{name} is not read");
+        }
     }
 
     #[test]
