@@ -1,5 +1,7 @@
 //! Webhooks: the subscriptions that post events to an integration's URL, and their delivery
 //! log. Reading needs `webhooks:read`, changing `webhooks:write`; `settings` implies both.
+//! Making or changing one needs too the read permission of each event type it sends (see
+//! [`every_type_readable`]): its events go to its URL, whoever set it.
 
 use async_graphql::{Context, ID, InputObject, Object, Result};
 
@@ -132,8 +134,8 @@ fn headers(list: Vec<WebhookHeaderInput>) -> Result<String> {
     Ok(serde_json::to_string(&out).unwrap_or_else(|_| "[]".into()))
 }
 
-/// Checks event types: 1 to 10 known ones, each once, each of which the caller may read.
-fn event_types(ctx: &Context<'_>, mut types: Vec<String>) -> Result<Vec<String>> {
+/// Checks event types: 1 to 10 known ones, each once.
+fn event_types(mut types: Vec<String>) -> Result<Vec<String>> {
     types.sort();
     types.dedup();
     if types.is_empty() || types.len() > MAX_EVENT_TYPES {
@@ -148,7 +150,6 @@ fn event_types(ctx: &Context<'_>, mut types: Vec<String>) -> Result<Vec<String>>
             EVENT_TYPES.join(", ")
         )));
     }
-    every_type_readable(authorize(ctx, OperationKind::Mutation)?, &types)?;
     Ok(types)
 }
 
@@ -275,11 +276,13 @@ impl WebhookMutations {
         #[graphql(desc = "The subscription to make.")] input: CreateWebhookInput,
     ) -> Result<Option<CreateWebhookPayload>> {
         let practice = authorize_write(ctx)?;
+        let types = event_types(input.event_types)?;
+        every_type_readable(authorize(ctx, OperationKind::Mutation)?, &types)?;
         let fields = WebhookFields {
             url: Some(url(ctx, &input.url)?),
             label: Some(required_text("label", input.label, MAX_LABEL_CHARS)?),
             headers: input.headers.map(headers).transpose()?,
-            event_types: Some(event_types(ctx, input.event_types)?),
+            event_types: Some(types),
             delivery_paused: None,
         };
         let change = practice
@@ -290,8 +293,9 @@ impl WebhookMutations {
     }
 
     /// Changes a webhook subscription; what the input omits stays. Setting deliveryPaused to
-    /// false resumes delivery, and what waited is sent. Needs `webhooks:write`, and with
-    /// eventTypes the read permission of each type's resource, as createWebhook does.
+    /// false resumes delivery, and what waited is sent. Needs `webhooks:write`, and the read
+    /// permission of each event type's resource the subscription sends after the change, as
+    /// createWebhook does.
     async fn update_webhook(
         &self,
         ctx: &Context<'_>,
@@ -299,6 +303,20 @@ impl WebhookMutations {
         #[graphql(desc = "What to change.")] input: UpdateWebhookInput,
     ) -> Result<Option<UpdateWebhookPayload>> {
         let practice = authorize_write(ctx)?;
+        let types = input.event_types.map(event_types).transpose()?;
+        // Whatever it changes (its URL above all), the caller must be able to read what the
+        // subscription sends afterwards.
+        let sends = match &types {
+            Some(types) => Some(types.clone()),
+            None => practice
+                .find_webhook(&id)
+                .await
+                .or_fail()?
+                .map(|webhook| webhook.event_types),
+        };
+        if let Some(sends) = sends {
+            every_type_readable(authorize(ctx, OperationKind::Mutation)?, &sends)?;
+        }
         let fields = WebhookFields {
             url: input.url.map(|u| url(ctx, &u)).transpose()?,
             label: input
@@ -306,10 +324,7 @@ impl WebhookMutations {
                 .map(|l| required_text("label", l, MAX_LABEL_CHARS))
                 .transpose()?,
             headers: input.headers.map(headers).transpose()?,
-            event_types: input
-                .event_types
-                .map(|types| event_types(ctx, types))
-                .transpose()?,
+            event_types: types,
             delivery_paused: input.delivery_paused,
         };
         let change = practice.update_webhook(&id, fields).await.or_fail()?;

@@ -961,6 +961,23 @@ async fn webhooks_need_their_permissions(#[case] engine: Engine) {
         refused["errors"][0]["message"],
         "Missing permission patients:read"
     );
+    // Nor may it send an existing subscription's events elsewhere.
+    let elsewhere = "mutation($id: ID!) { updateWebhook(id: $id, input: { url: \"http://127.0.0.1:9/mine\" }) { data { url } error } }";
+    let refused = app
+        .gql(Some(&writer), elsewhere, json!({ "id": mine }))
+        .await;
+    assert_eq!(error_code(&refused), "FORBIDDEN", "{refused}");
+    assert_eq!(
+        refused["errors"][0]["message"],
+        "Missing permission labels:read"
+    );
+    let moved = app
+        .gql(Some(&settings), elsewhere, json!({ "id": mine }))
+        .await;
+    assert_eq!(
+        moved["data"]["updateWebhook"]["data"]["url"], "http://127.0.0.1:9/mine",
+        "{moved}"
+    );
     let widened = app.ok(widen, json!({ "id": mine })).await;
     assert_eq!(
         widened["updateWebhook"]["data"]["eventTypes"],
