@@ -321,6 +321,23 @@ pub async fn create_token(
         })
 }
 
+/// `backup --to FILE`: a consistent copy of the live SQLite database in the new file `to`;
+/// returns its size. On PostgreSQL the store's answer says to use `pg_dump`, whatever the
+/// file.
+pub async fn backup(store: &Store, to: &std::path::Path) -> AdminResult<u64> {
+    if store.engine() == crate::store::Engine::Sqlite && to.exists() {
+        return Err(invalid(format!(
+            "{} exists: back up to a new file",
+            to.display()
+        )));
+    }
+    let path = to
+        .to_str()
+        .ok_or_else(|| invalid(format!("{} is not a UTF-8 path", to.display())))?;
+    store.backup_to(path).await?;
+    Ok(std::fs::metadata(to).map(|m| m.len()).unwrap_or(0))
+}
+
 /// `token list`: every token, revoked and expired ones too, however many.
 pub async fn list_tokens(store: &Store, practice_id: &str) -> AdminResult<Vec<Token>> {
     Ok(store.practice(practice_id).all_api_tokens().await?)

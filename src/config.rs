@@ -229,14 +229,22 @@ pub struct ServeConfig {
     pub webhook_retry_schedule: RetrySchedule,
 
     /// Requests a minute each token may make (requests without a token: each client address).
-    #[arg(long, env = "PRACTICE_RATE_LIMIT", default_value_t = 240,
-          value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(
+        long,
+        env = "PRACTICE_RATE_LIMIT",
+        default_value_t = 240,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
     pub rate_limit: u32,
 
     /// Requests a minute each client address may make, whatever its tokens, counted before
     /// any token is looked at.
-    #[arg(long, env = "PRACTICE_ADDRESS_RATE_LIMIT", default_value_t = 1200,
-          value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(
+        long,
+        env = "PRACTICE_ADDRESS_RATE_LIMIT",
+        default_value_t = 1200,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
     pub address_rate_limit: u32,
 
     /// Deepest nesting of selections a query may have.

@@ -254,21 +254,27 @@ fn main() -> ExitCode {
 
 /// What is wrong with the arguments, in one line: clap's first paragraph (which names, on the
 /// lines after its first, the arguments it is about), or, for a command given without the
-/// subcommand it needs (which clap answers with the command's help), that one is missing.
+/// subcommand it needs (which clap answers with the command's help), that one is missing,
+/// with the help's usage line.
 fn one_line(error: &clap::Error) -> String {
-    if error.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-        return "error: a subcommand is missing".into();
-    }
     let text = error.render().to_string();
+    if error.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        let usage = text.lines().find_map(|l| l.trim().strip_prefix("Usage: "));
+        return match usage {
+            Some(usage) => format!("error: a subcommand is missing: {usage}"),
+            None => "error: a subcommand is missing".into(),
+        };
+    }
     let paragraph: Vec<&str> = text
         .lines()
         .skip_while(|l| l.trim().is_empty())
         .take_while(|l| !l.trim().is_empty())
         .map(str::trim)
         .collect();
-    match paragraph.is_empty() {
-        true => "error: bad arguments".into(),
-        false => paragraph.join(" "),
+    if paragraph.is_empty() {
+        "error: bad arguments".into()
+    } else {
+        paragraph.join(" ")
     }
 }
 
@@ -296,15 +302,7 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
         }
         Command::Serve(config) => serve(store.clone(), config).await,
         Command::Backup { to } => {
-            // PostgreSQL's answer (use pg_dump) comes first, whatever the file.
-            if store.engine() == practice_api::store::Engine::Sqlite && to.exists() {
-                return Err(format!("{} exists: back up to a new file", to.display()));
-            }
-            let path = to
-                .to_str()
-                .ok_or_else(|| format!("{} is not a UTF-8 path", to.display()))?;
-            store.backup_to(path).await.map_err(|e| e.to_string())?;
-            let bytes = std::fs::metadata(&to).map(|m| m.len()).unwrap_or(0);
+            let bytes = admin::backup(store, &to).await.map_err(fail)?;
             say!("backed up to {} ({bytes} bytes)", to.display());
             Ok(())
         }

@@ -36,7 +36,8 @@ pub struct Hub {
 }
 
 impl Hub {
-    /// Starts the reader over `store`, from the last event the log holds when it starts;
+    /// Starts the reader over `store`, from the last position the log has reached when it
+    /// starts (its last event, or the last one swept if that is later);
     /// subscribers may fall `capacity` events behind it before they are told they lagged.
     pub fn start(store: Store, capacity: usize) -> Hub {
         let (sender, _) = broadcast::channel(capacity.max(1));
@@ -72,7 +73,7 @@ impl Hub {
     /// Finds where the log ends, then follows it.
     async fn follow(self, store: Store, ready: watch::Sender<bool>) {
         let from = loop {
-            match store.last_event().await {
+            match store.last_position().await {
                 Ok(last) => break last,
                 Err(error) => {
                     tracing::warn!(%error, "could not find the end of the event log; retrying");

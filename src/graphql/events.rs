@@ -301,7 +301,9 @@ impl EventSubscription {
     /// with no gap and none twice. The connection is closed (4403 on a websocket) when its
     /// token is revoked, signed out or expires, or its permissions change, before another
     /// event is sent. A subscriber that falls behind catches up from the log; one that falls
-    /// behind again and again is closed (1008 on a websocket), and resumes with `after`.
+    /// behind again and again is closed (1008 on a websocket), and resumes with `after`. A
+    /// catch-up whose events the retention's sweep deletes as it reads ends the subscription
+    /// with CURSOR_EXPIRED.
     async fn events(
         &self,
         ctx: &Context<'_>,

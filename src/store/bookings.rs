@@ -576,11 +576,12 @@ impl PracticeStore<'_> {
             // cannot be archived, deleted or hidden from the viewer between this check and the
             // booking's write. A patient the viewer does not see is not found.
             let mut args = Args::default();
-            let id = args.add(fields.patient_id.as_str());
-            let visible = self.visible_patients(&mut args, "patients");
-            let sql = format!(
-                "UPDATE patients SET updated_at = updated_at WHERE practice_id = $1 \
-                 AND id = {id}{visible} RETURNING archived_at, deleted_at, on_hold"
+            let sql = self.hold_patient(
+                &mut args,
+                &fields.patient_id,
+                "updated_at = updated_at",
+                "",
+                " RETURNING archived_at, deleted_at, on_hold",
             );
             let row: Option<(Option<i64>, Option<i64>, i64)> = args
                 .bind(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id))

@@ -353,10 +353,11 @@ impl Store {
             .await?)
     }
 
-    /// The position of the last event readers can see now, or of the last one the sweep
-    /// deleted if that is later (every event is swept away): no event to come is before it,
-    /// and no practice's floor after it.
-    pub async fn last_event(&self) -> StoreResult<Position> {
+    /// The last position the log has reached: that of the last event readers can see now, or
+    /// of the last one the sweep deleted if that is later (every event is swept away). No
+    /// event to come is before it, and no practice's floor after it. (Across practices, as
+    /// the hub that asks reads the log.)
+    pub async fn last_position(&self) -> StoreResult<Position> {
         let sql = format!(
             "SELECT tx_id, id FROM events WHERE {} ORDER BY tx_id DESC, id DESC LIMIT 1",
             self.engine.visible_events()

@@ -664,9 +664,10 @@ impl PracticeStore<'_> {
         .await
     }
 
-    /// Reads the patient, refuses a deleted one, applies `change` and writes it back, in one
-    /// transaction that holds the patient's row, so that concurrent changes to other fields
-    /// are not lost. With `labels`, the patient's labels become exactly these.
+    /// Reads the patient, refuses a deleted one (and, as not found, one the viewer does not
+    /// see), applies `change` and writes it back, in one transaction that holds the patient's
+    /// row, so that concurrent changes to other fields are not lost. With `labels`, the
+    /// patient's labels become exactly these.
     pub(super) async fn modify_patient(
         &self,
         id: &str,
@@ -678,13 +679,8 @@ impl PracticeStore<'_> {
         // A no-op update takes the row lock on PostgreSQL and returns the row as it is now; a
         // patient the viewer does not see is not found, as its access groups are now.
         let mut args = Args::default();
-        let id_param = args.add(id);
-        let visible = self.visible_patients(&mut args, "patients");
-        let sql = format!(
-            "UPDATE patients SET updated_at = updated_at WHERE practice_id = $1 \
-             AND id = {id_param}{visible} RETURNING {}",
-            *PATIENT_COLUMNS
-        );
+        let returning = format!(" RETURNING {}", *PATIENT_COLUMNS);
+        let sql = self.hold_patient(&mut args, id, "updated_at = updated_at", "", &returning);
         let found: Option<Patient> = args
             .bind(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id))
             .fetch_optional(&mut *tx)
@@ -907,17 +903,38 @@ impl PracticeStore<'_> {
     ) -> StoreResult<bool> {
         let mut args = Args::default();
         let now = args.add(now_ms());
-        let id = args.add(patient_id);
-        let visible = self.visible_patients(&mut args, "patients");
-        let sql = format!(
-            "UPDATE patients SET updated_at = {now} WHERE practice_id = $1 AND id = {id} \
-             AND deleted_at IS NULL AND archived_at IS NULL{visible}"
+        let sql = self.hold_patient(
+            &mut args,
+            patient_id,
+            &format!("updated_at = {now}"),
+            " AND deleted_at IS NULL AND archived_at IS NULL",
+            "",
         );
         let touched = args
             .bind(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(self.practice_id))
             .execute(&mut **tx)
             .await?;
         Ok(touched.rows_affected() == 1)
+    }
+
+    /// The statement that holds the row of patient `id` for a write, found only if the viewer
+    /// sees it (as its access groups are when the row is held): `UPDATE patients SET {set}`,
+    /// where `and` holds too, then `returning` (` RETURNING ...`, or nothing). Its parameters
+    /// go in `args`.
+    pub(super) fn hold_patient(
+        &self,
+        args: &mut Args,
+        id: &str,
+        set: &str,
+        and: &str,
+        returning: &str,
+    ) -> String {
+        let id = args.add(id);
+        let visible = self.visible_patients(args, "patients");
+        format!(
+            "UPDATE patients SET {set} WHERE practice_id = $1 AND id = {id}{and}{visible}\
+             {returning}"
+        )
     }
 
     /// Whether a patient's labels can change: it exists, and is neither deleted nor archived

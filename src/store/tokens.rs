@@ -162,25 +162,26 @@ impl PracticeStore<'_> {
     /// Every token that works is listed, however many were revoked since it was made (by
     /// newest alone, 200 made and revoked hid one that still works).
     pub async fn list_api_tokens(&self) -> StoreResult<Vec<Token>> {
-        self.api_tokens(MAX_API_TOKENS).await
+        self.api_tokens(Some(MAX_API_TOKENS)).await
     }
 
     /// Every API token of the practice, in the order of [`PracticeStore::list_api_tokens`],
     /// revoked and expired ones however many: for the command line's `token list`.
     pub async fn all_api_tokens(&self) -> StoreResult<Vec<Token>> {
-        self.api_tokens(usize::MAX).await
+        self.api_tokens(None).await
     }
 
-    async fn api_tokens(&self, most: usize) -> StoreResult<Vec<Token>> {
+    /// The practice's API tokens in that order, at most `most` when given.
+    async fn api_tokens(&self, most: Option<usize>) -> StoreResult<Vec<Token>> {
+        let limit = most.map_or_else(String::new, |most| format!(" LIMIT {most}"));
         let sql = format!(
             "SELECT {TOKEN_COLUMNS} FROM tokens WHERE practice_id = $1 AND kind = 'api' \
-             ORDER BY CASE WHEN {} THEN 0 ELSE 1 END, created_at DESC, id DESC LIMIT $3",
+             ORDER BY CASE WHEN {} THEN 0 ELSE 1 END, created_at DESC, id DESC{limit}",
             works_at("$2")
         );
         Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(self.practice_id)
             .bind(now_ms())
-            .bind(i64::try_from(most).unwrap_or(i64::MAX))
             .fetch_all(self.read())
             .await?)
     }

@@ -144,12 +144,18 @@ fn below_bound(most: &str) -> String {
     )
 }
 
-/// The condition that delivery `d`'s subscription is live and not paused: only then is it
-/// sent. (A write that began before a pause or a delete of its subscription may commit its
-/// delivery as `pending` after them, where neither could see it.)
-const LIVE_SUBSCRIPTION: &str = "EXISTS (SELECT 1 FROM webhook_subscriptions s \
-     WHERE s.practice_id = d.practice_id AND s.id = d.subscription_id \
-     AND s.deleted_at IS NULL AND s.delivery_paused = 0)";
+/// The condition that delivery `d`'s subscription `s` meets `condition`.
+fn subscription_is(condition: &str) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM webhook_subscriptions s WHERE s.practice_id = d.practice_id \
+         AND s.id = d.subscription_id AND {condition})"
+    )
+}
+
+/// What a delivery's subscription is for it to be sent: live and not paused. (A write that
+/// began before a pause or a delete of its subscription may commit its delivery as `pending`
+/// after them, where neither could see it.)
+const LIVE: &str = "s.deleted_at IS NULL AND s.delivery_paused = 0";
 
 const DELIVERY_COLUMNS: &str = "id, subscription_id, event_id, event_type, identifiers, status, \
      attempts, next_attempt_at, last_status, last_error, last_attempt_at, created_at";
@@ -600,7 +606,7 @@ impl Store {
             in_flight("$1"),
             due("$3"),
             below_bound("$4"),
-            LIVE_SUBSCRIPTION,
+            subscription_is(LIVE),
             self.engine.skip_locked()
         );
         let candidates: Vec<(String, String, String, i64)> =
@@ -748,26 +754,26 @@ impl Store {
         Ok(())
     }
 
-    /// Deletes up to `batch` deliveries that wait for nothing, with their attempts: those
-    /// made before `before` that were delivered or failed, and, whenever made, those of a
-    /// deleted subscription (a write may commit one behind the delete, which never goes out).
-    /// Returns how many. A paused one waits for its subscription to be resumed, however long
-    /// that takes, and is kept.
+    /// Deletes deliveries that wait for nothing, with their attempts: up to `batch` made
+    /// before `before` that were delivered or failed, and up to `batch` more, whenever made,
+    /// of a deleted subscription (a write may commit one behind the delete, which never goes
+    /// out). Returns how many. A paused one of a live subscription waits for it to be
+    /// resumed, however long that takes, and is kept.
     pub async fn forget_deliveries(&self, before: i64, batch: u32) -> StoreResult<u64> {
         let mut tx = self.begin_write().await?;
-        let old: Vec<(String, String)> = sqlx::query_as(
+        let sql = format!(
             "SELECT practice_id, id FROM (SELECT practice_id, id FROM webhook_deliveries \
              WHERE created_at < $1 AND status IN ('delivered', 'failed') LIMIT $2) aged \
              UNION ALL SELECT practice_id, id FROM (SELECT d.practice_id, d.id \
-             FROM webhook_deliveries d WHERE d.status IN ('pending', 'paused') \
-             AND EXISTS (SELECT 1 FROM webhook_subscriptions s \
-             WHERE s.practice_id = d.practice_id AND s.id = d.subscription_id \
-             AND s.deleted_at IS NOT NULL) LIMIT $2) orphaned",
-        )
-        .bind(before)
-        .bind(i64::from(batch))
-        .fetch_all(&mut *tx)
-        .await?;
+             FROM webhook_deliveries d WHERE d.status IN ('pending', 'paused') AND {} \
+             LIMIT $2) orphaned",
+            subscription_is("s.deleted_at IS NOT NULL")
+        );
+        let old: Vec<(String, String)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(before)
+            .bind(i64::from(batch))
+            .fetch_all(&mut *tx)
+            .await?;
         for (practice_id, id) in &old {
             for table in ["webhook_attempts", "webhook_deliveries"] {
                 let column = if table == "webhook_attempts" {
@@ -806,7 +812,7 @@ impl Store {
              FROM webhook_deliveries d WHERE status = 'pending' AND {} AND {}",
             in_flight("$2"),
             below_bound("$3"),
-            LIVE_SUBSCRIPTION
+            subscription_is(LIVE)
         );
         let next: Option<(Option<i64>,)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(first_delay)

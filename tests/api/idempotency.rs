@@ -164,7 +164,9 @@ async fn retries_at_the_same_time_write_once(#[case] engine: Engine) {
 
 /// A mutation kept waiting past the time a retry waits for it (twice the request's limit) is
 /// taken over by the retry: then only one of the two writes. Here the wait is a lock another
-/// connection holds on the patients (on SQLite, on the whole file) across the takeover.
+/// connection holds on the patients across the takeover. (On SQLite the lock is the whole
+/// file's, which holds up the first request's claim too, so that the retry takes over a claim
+/// that never ran: the same outcome, asked of the other engine, not the race itself.)
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]
 #[case::postgres(Engine::Postgres)]

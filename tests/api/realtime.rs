@@ -1854,9 +1854,10 @@ async fn a_subscriber_behind_before_its_first_event_gets_nothing_older(
     #[case] engine: Engine,
     #[case] swept: bool,
 ) {
-    let retention = match swept {
-        true => Duration::from_secs(1),
-        false => test_config().event_retention,
+    let retention = if swept {
+        Duration::from_secs(1)
+    } else {
+        test_config().event_retention
     };
     let mut app = spawn!(
         engine,
