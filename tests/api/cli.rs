@@ -803,6 +803,73 @@ async fn a_server_stopped_leaves_no_journal_of_reads_behind() {
     assert_eq!(reads, 2, "{trail}");
 }
 
+/// A request in flight when the server is told to stop (SIGTERM) is answered before it
+/// exits, as cli.md asks: here a write held up by a lock another connection holds (on the
+/// labels on PostgreSQL, on the file on SQLite) until after the signal.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_request_in_flight_is_answered_before_the_server_stops(#[case] engine: Engine) {
+    use sqlx::Connection;
+    let cli = cli!(engine);
+    let token = last_line(&cli.run(&["token", "create", "--name", "t", "--permission", "*"]));
+    let (server, url) = start_server(&cli);
+    let mut server = Stopped(server);
+    sqlx::any::install_default_drivers();
+    let mut other = sqlx::AnyConnection::connect(&cli.database_url())
+        .await
+        .expect("open the database beside the server");
+    let hold = match engine {
+        Engine::Sqlite => vec!["BEGIN IMMEDIATE"],
+        Engine::Postgres => vec!["BEGIN", "LOCK TABLE labels IN EXCLUSIVE MODE"],
+    };
+    for sql in hold {
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .execute(&mut other)
+            .await
+            .expect("hold the lock");
+    }
+    let client = reqwest::Client::new();
+    let writing = tokio::spawn(async move {
+        post(
+            &client,
+            &url,
+            &token,
+            "mutation { createLabel(title: \"Held\", color: \"#f59e0b\") { data { id } error } }",
+            serde_json::json!({}),
+        )
+        .await
+    });
+    match engine {
+        Engine::Postgres => crate::helpers::waits_on_a_lock(&cli.database_url()).await,
+        Engine::Sqlite => tokio::time::sleep(std::time::Duration::from_millis(500)).await,
+    }
+    let pid = server.0.id().to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(sent.success());
+    // It waits for the request rather than stopping.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(
+        server.0.try_wait().expect("look").is_none(),
+        "the server stopped with a request in flight"
+    );
+    sqlx::query("ROLLBACK")
+        .execute(&mut other)
+        .await
+        .expect("let go");
+    let answer = writing.await.expect("the request");
+    assert!(
+        answer["data"]["createLabel"]["data"]["id"].is_string(),
+        "{answer}"
+    );
+    let status = server.0.wait().expect("wait");
+    assert!(status.success(), "stopped: {status}");
+}
+
 #[test]
 fn an_unreachable_database_is_one_line_and_a_non_zero_exit() {
     let cli = Cli::new();
