@@ -405,6 +405,16 @@ fn bad_arguments_exit_non_zero_with_one_line() {
             "{args:?}: one line, got {err}"
         );
     }
+    // A log format that is neither text nor json.
+    let output = cli
+        .command(&["migrate"])
+        .env("PRACTICE_LOG_FORMAT", "yaml")
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2));
+    let err = stderr(&output);
+    assert!(err.contains("PRACTICE_LOG_FORMAT"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     // A duplicate email.
     let create = |email: &str| {
         cli.run_with_stdin(
