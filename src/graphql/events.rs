@@ -417,22 +417,7 @@ impl Follower {
                 continue;
             }
             if self.replaying {
-                let groups = self.connection.principal().patient_groups.clone();
-                let kept = self
-                    .store
-                    .practice(&self.practice_id)
-                    .seen_by(groups.as_deref())
-                    .events_after(Some(self.last), &self.types, REPLAY_BATCH)
-                    .await;
-                // Events swept away while they were read are missed: said, as a cursor too
-                // old is, and the subscription ends.
-                let kept = match kept {
-                    Ok(events) => swept_after(&self.store, &self.practice_id, self.last)
-                        .await
-                        .map(|swept| (events, swept)),
-                    Err(error) => Err(error),
-                };
-                match kept {
+                match self.replay_batch().await {
                     Ok((_, true)) => return Some(Err(expired())),
                     Ok((events, false)) if events.is_empty() => {
                         self.replaying = false;
@@ -483,6 +468,21 @@ impl Follower {
                 Err(RecvError::Closed) => return None,
             }
         }
+    }
+
+    /// The next batch of events kept after the last one looked at, and whether events after
+    /// it were swept away as they were read (then they are missed, and the subscription ends
+    /// as a cursor too old does).
+    async fn replay_batch(&self) -> StoreResult<(Vec<StoredEvent>, bool)> {
+        let groups = self.connection.principal().patient_groups.clone();
+        let events = self
+            .store
+            .practice(&self.practice_id)
+            .seen_by(groups.as_deref())
+            .events_after(Some(self.last), &self.types, REPLAY_BATCH)
+            .await?;
+        let swept = swept_after(&self.store, &self.practice_id, self.last).await?;
+        Ok((events, swept))
     }
 
     /// Whether the connection's token still allows anything to be sent: false (and the
