@@ -536,13 +536,26 @@ pub(crate) fn start_server_with(
     cli: &Cli,
     settings: &[(&str, &str)],
 ) -> (std::process::Child, String) {
+    let (child, url, _) = start_server_watched(cli, settings);
+    (child, url)
+}
+
+/// [`start_server_with`], and the lines the server writes to stderr after its address.
+fn start_server_watched(
+    cli: &Cli,
+    settings: &[(&str, &str)],
+) -> (
+    std::process::Child,
+    String,
+    std::sync::mpsc::Receiver<String>,
+) {
     use std::io::{BufRead, BufReader};
     let mut child = cli
         .command(&["serve", "--listen", "127.0.0.1:0"])
-        .envs(settings.iter().copied())
         .env("PRACTICE_LOG", "info")
         .env("PRACTICE_RATE_LIMIT", "1000000")
         .env("PRACTICE_ADDRESS_RATE_LIMIT", "1000000")
+        .envs(settings.iter().copied())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn server");
@@ -554,9 +567,15 @@ pub(crate) fn start_server_with(
             break line[at..].trim().to_string();
         }
     };
-    // Keep draining stderr so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    (child, url)
+    // Keep draining stderr so the server never blocks on a full pipe, whether or not the
+    // lines are read.
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            let _ = sender.send(line);
+        }
+    });
+    (child, url, receiver)
 }
 
 /// POSTs a GraphQL request to a server started by [`start_server`]; returns the body.
@@ -824,7 +843,9 @@ async fn a_request_in_flight_is_answered_before_the_server_stops(#[case] engine:
     use sqlx::Connection;
     let cli = cli!(engine);
     let token = last_line(&cli.run(&["token", "create", "--name", "t", "--permission", "*"]));
-    let (server, url) = start_server(&cli);
+    // The server says when it starts on a request (tower-http's trace, at debug).
+    let (server, url, said) =
+        start_server_watched(&cli, &[("PRACTICE_LOG", "info,tower_http=debug")]);
     let mut server = Stopped(server);
     sqlx::any::install_default_drivers();
     let mut other = sqlx::AnyConnection::connect(&cli.database_url())
@@ -851,9 +872,24 @@ async fn a_request_in_flight_is_answered_before_the_server_stops(#[case] engine:
         )
         .await
     });
-    match engine {
-        Engine::Postgres => crate::helpers::waits_on_a_lock(&cli.database_url()).await,
-        Engine::Sqlite => tokio::time::sleep(std::time::Duration::from_millis(500)).await,
+    // Until the server has the request.
+    let started = tokio::task::spawn_blocking(move || {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while let Ok(line) =
+            said.recv_timeout(until.saturating_duration_since(std::time::Instant::now()))
+        {
+            if line.contains("started processing request") {
+                return true;
+            }
+        }
+        false
+    });
+    assert!(
+        started.await.expect("watch"),
+        "the server never had the request"
+    );
+    if engine == Engine::Postgres {
+        crate::helpers::waits_on_a_lock(&cli.database_url()).await;
     }
     let pid = server.0.id().to_string();
     let sent = std::process::Command::new("kill")
