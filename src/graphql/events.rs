@@ -73,6 +73,15 @@ async fn swept_after(store: &Store, practice_id: &str, after: Position) -> Store
     Ok(floor.is_some_and(|floor| after < floor))
 }
 
+/// CURSOR_EXPIRED when events after the cursor `after` were swept away (see
+/// [`swept_after`]); nothing to check without one.
+async fn cursor_kept(store: &Store, practice_id: &str, after: Option<Position>) -> Result<()> {
+    match after {
+        Some(after) if swept_after(store, practice_id, after).await.or_fail()? => Err(expired()),
+        _ => Ok(()),
+    }
+}
+
 /// What a cursor whose events were swept away gets.
 fn expired() -> Error {
     coded(
@@ -172,13 +181,7 @@ impl EventQueries {
                 .await
                 .or_fail()?
         };
-        if let Some(after) = after
-            && swept_after(store(ctx), &principal.practice_id, after)
-                .await
-                .or_fail()?
-        {
-            return Err(expired());
-        }
+        cursor_kept(store(ctx), &principal.practice_id, after).await?;
         let has_more = found.len() > limit as usize;
         found.truncate(limit as usize);
         let cursor = found
@@ -332,13 +335,7 @@ impl EventSubscription {
         let store = store(ctx).clone();
         let after = cursor(after)?;
         // Said at once, where it can be; the replay asks again after each of its reads.
-        if let Some(after) = after
-            && swept_after(&store, &principal.practice_id, after)
-                .await
-                .or_fail()?
-        {
-            return Err(expired());
-        }
+        cursor_kept(&store, &principal.practice_id, after).await?;
         // Without a cursor, it follows from the last event the hub handed on before it
         // subscribed: a catch-up after falling behind starts there, not at the log's first
         // event.

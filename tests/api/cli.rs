@@ -840,27 +840,13 @@ async fn a_server_stopped_leaves_no_journal_of_reads_behind() {
 #[case::postgres(Engine::Postgres)]
 #[tokio::test]
 async fn a_request_in_flight_is_answered_before_the_server_stops(#[case] engine: Engine) {
-    use sqlx::Connection;
     let cli = cli!(engine);
     let token = last_line(&cli.run(&["token", "create", "--name", "t", "--permission", "*"]));
     // The server says when it starts on a request (tower-http's trace, at debug).
     let (server, url, said) =
         start_server_watched(&cli, &[("PRACTICE_LOG", "info,tower_http=debug")]);
     let mut server = Stopped(server);
-    sqlx::any::install_default_drivers();
-    let mut other = sqlx::AnyConnection::connect(&cli.database_url())
-        .await
-        .expect("open the database beside the server");
-    let hold = match engine {
-        Engine::Sqlite => vec!["BEGIN IMMEDIATE"],
-        Engine::Postgres => vec!["BEGIN", "LOCK TABLE labels IN EXCLUSIVE MODE"],
-    };
-    for sql in hold {
-        sqlx::query(sqlx::AssertSqlSafe(sql))
-            .execute(&mut other)
-            .await
-            .expect("hold the lock");
-    }
+    let mut other = crate::helpers::hold_writes(&cli.database_url(), engine, "labels").await;
     let client = reqwest::Client::new();
     let writing = tokio::spawn(async move {
         post(

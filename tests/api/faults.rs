@@ -145,7 +145,6 @@ async fn a_database_that_goes_away_is_service_unavailable_until_it_returns() {
 /// to be tried again, not INTERNAL_SERVER_ERROR (SQLite's "database is locked"); once the lock is let go, it goes through.
 #[tokio::test]
 async fn a_write_kept_waiting_by_another_writer_is_service_unavailable() {
-    use sqlx::Connection;
     let db = Arc::new(
         TestDatabase::new(Engine::Sqlite)
             .await
@@ -158,13 +157,7 @@ async fn a_write_kept_waiting_by_another_writer_is_service_unavailable() {
         ..PoolSettings::default()
     };
     let app = TestApp::on_database(db, crate::helpers::test_config(), pool).await;
-    let mut other = sqlx::AnyConnection::connect(&app.database_url)
-        .await
-        .expect("open the file beside the server");
-    sqlx::query("BEGIN IMMEDIATE")
-        .execute(&mut other)
-        .await
-        .expect("hold the write lock");
+    let mut other = crate::helpers::hold_writes(&app.database_url, Engine::Sqlite, "labels").await;
     let create =
         "mutation { createLabel(title: \"Held\", color: \"#f59e0b\") { data { id } error } }";
     let body = app.gql(Some(&app.admin_token), create, json!({})).await;

@@ -85,6 +85,31 @@ pub async fn hold_rows(url: &str, sql: &str, id: &str) -> sqlx::AnyConnection {
     held
 }
 
+/// Holds up every write to `table` from a connection of its own on `url`, until the
+/// connection returned rolls back: on PostgreSQL a lock on the table, on SQLite the file's
+/// write lock (which holds up every write).
+pub async fn hold_writes(url: &str, engine: Engine, table: &str) -> sqlx::AnyConnection {
+    use sqlx::Connection;
+    sqlx::any::install_default_drivers();
+    let mut held = sqlx::AnyConnection::connect(url)
+        .await
+        .expect("open the database beside the server");
+    let hold = match engine {
+        Engine::Sqlite => vec!["BEGIN IMMEDIATE".to_string()],
+        Engine::Postgres => vec![
+            "BEGIN".to_string(),
+            format!("LOCK TABLE {table} IN EXCLUSIVE MODE"),
+        ],
+    };
+    for sql in hold {
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .execute(&mut held)
+            .await
+            .expect("hold the lock");
+    }
+    held
+}
+
 /// Returns once a connection to the PostgreSQL database at `url` waits on a lock (within 10
 /// s, or panics).
 pub async fn waits_on_a_lock(url: &str) {

@@ -172,7 +172,6 @@ async fn retries_at_the_same_time_write_once(#[case] engine: Engine) {
 #[case::postgres(Engine::Postgres)]
 #[tokio::test]
 async fn a_request_taken_over_by_its_retry_does_not_write_as_well(#[case] engine: Engine) {
-    use sqlx::Connection;
     use std::time::{Duration, Instant};
     let limit = Duration::from_millis(1_000);
     let config = practice_api::config::ServeConfig {
@@ -181,19 +180,7 @@ async fn a_request_taken_over_by_its_retry_does_not_write_as_well(#[case] engine
     };
     let app = spawn!(engine, config);
     let token = app.token(&["patients:write"]).await;
-    let mut other = sqlx::AnyConnection::connect(&app.database_url)
-        .await
-        .expect("open the database beside the server");
-    let hold = match engine {
-        Engine::Sqlite => vec!["BEGIN IMMEDIATE"],
-        Engine::Postgres => vec!["BEGIN", "LOCK TABLE patients IN EXCLUSIVE MODE"],
-    };
-    for sql in hold {
-        sqlx::query(sqlx::AssertSqlSafe(sql))
-            .execute(&mut other)
-            .await
-            .expect("hold the lock");
-    }
+    let mut other = crate::helpers::hold_writes(&app.database_url, engine, "patients").await;
     let sent = Instant::now();
     let first = create(&app, &token, "held", "Ada").await;
     assert_eq!(first.code(), "SERVICE_UNAVAILABLE", "{}", first.body);
