@@ -260,15 +260,10 @@ async fn check_password(
         .acquire()
         .await
         .map_err(|e| SignInError::Internal(e.to_string()))?;
-    let (credentials, matches) = tokio::task::spawn_blocking(move || match credentials {
-        Some(c) => {
-            let matches = password::verify_password(&password, &c.password_hash);
-            (Some(c), matches)
-        }
-        None => {
-            password::verify_nothing(&password);
-            (None, false)
-        }
+    let (credentials, matches) = tokio::task::spawn_blocking(move || {
+        let stored = credentials.as_ref().map(|c| c.password_hash.as_str());
+        let matches = password::check_sign_in(&password, stored);
+        (credentials, matches)
     })
     .await
     .map_err(|e| SignInError::Internal(e.to_string()))?;

@@ -89,6 +89,8 @@ pub fn verify_password(password: &str, hash: &str) -> bool {
     let Some(computed) = computed.get_mut(..expected.len()) else {
         return false;
     };
+    #[cfg(test)]
+    tests::ARGON2_RUNS.with(|runs| runs.set(runs.get() + 1));
     let hashed = MEMORY.with(blocks, |memory| {
         argon2.hash_password_into_with_memory(password.as_bytes(), salt, computed, memory)
     });
@@ -181,6 +183,20 @@ fn wipe(memory: &mut [Block]) {
     }
 }
 
+/// A sign-in's check: true if `password` matches the account's stored hash. An account
+/// without one (`None`: no such email; an empty hash: a user who has not set a password yet,
+/// or one just reset) is checked against a dummy hash instead, so that every answer takes an
+/// Argon2 check's time: none tells which emails exist, or which accounts wait for a password.
+pub fn check_sign_in(password: &str, stored: Option<&str>) -> bool {
+    match stored {
+        Some(hash) if PasswordHash::new(hash).is_ok() => verify_password(password, hash),
+        _ => {
+            verify_nothing(password);
+            false
+        }
+    }
+}
+
 /// Spends the time a real verification takes, for an email that has no user, so that the
 /// response time does not tell whether the email exists.
 pub fn verify_nothing(password: &str) {
@@ -193,6 +209,24 @@ pub fn verify_nothing(password: &str) {
 mod tests {
     use super::*;
     use argon2::PasswordHasher;
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Argon2 computations of `verify_password` on this thread.
+        pub(super) static ARGON2_RUNS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    #[test]
+    fn a_sign_in_without_a_stored_password_takes_an_argon2_check_too() {
+        let runs = || ARGON2_RUNS.with(Cell::get);
+        let hash = hash_password("the password").expect("hash");
+        for stored in [Some(hash.as_str()), Some(""), None, Some("not a hash")] {
+            let before = runs();
+            assert!(!check_sign_in("a guess", stored), "{stored:?}");
+            assert_eq!(runs() - before, 1, "{stored:?}");
+        }
+        assert!(check_sign_in("the password", Some(&hash)));
+    }
 
     #[test]
     fn hashes_with_argon2id_and_verifies() {
