@@ -152,6 +152,17 @@ pub struct ServeConfig {
     )]
     pub trusted_proxies: TrustedProxies,
 
+    /// The forwarding header the trusted proxies write: x-forwarded-for (the default) or
+    /// forwarded (RFC 7239). Only that one is read: a client can send the other, and a proxy
+    /// that does not write it passes it on unread.
+    #[arg(
+        long,
+        env = "PRACTICE_FORWARDED_HEADER",
+        value_enum,
+        default_value = "x-forwarded-for"
+    )]
+    pub forwarded_header: ForwardedHeader,
+
     /// Origins whose browsers may call the API (CORS), comma-separated, such as
     /// https://clinic.example; none by default.
     #[arg(
@@ -330,6 +341,16 @@ fn parse_retry_schedule(text: &str) -> Result<RetrySchedule, String> {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TrustedProxies(pub Vec<IpNet>);
 
+/// The forwarding header the trusted proxies write, and the only one read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For: client, proxy1`: what nginx, HAProxy and most load balancers write.
+    #[default]
+    XForwardedFor,
+    /// `Forwarded: for=client, for=proxy1` (RFC 7239).
+    Forwarded,
+}
+
 /// Parses addresses or CIDR ranges, comma-separated (`10.0.0.0/8, 192.0.2.1`).
 pub fn parse_proxies(list: &str) -> Result<TrustedProxies, String> {
     list.split(',')
@@ -430,6 +451,7 @@ mod tests {
             "PRACTICE_WEBHOOK_ALLOW_PRIVATE",
             "PRACTICE_WEBHOOK_RETRY_SCHEDULE",
             "PRACTICE_TRUSTED_PROXIES",
+            "PRACTICE_FORWARDED_HEADER",
             "PRACTICE_CORS_ORIGINS",
             "PRACTICE_METRICS_LISTEN",
         ] {

@@ -1,7 +1,10 @@
 //! Who the client is, as far as its address goes. Behind a TLS proxy every connection comes
 //! from the proxy; the proxy says who it forwards for in `Forwarded` (RFC 7239) or
 //! `X-Forwarded-For`. Those headers are believed only from the proxies the operator names
-//! (`PRACTICE_TRUSTED_PROXIES`): anyone else could write them. The address every limit counts
+//! (`PRACTICE_TRUSTED_PROXIES`): anyone else could write them. Of the two, only the one the
+//! operator says the proxies write (`PRACTICE_FORWARDED_HEADER`) is read: a proxy that appends
+//! to `X-Forwarded-For` passes a client's own `Forwarded` on untouched, and the other way
+//! round, so a client could otherwise name a new address on every request. The address every limit counts
 //! by groups IPv6 by /64, the block one subscriber gets, so that an attacker cannot take a
 //! fresh address per guess.
 
@@ -11,18 +14,20 @@ use std::str::FromStr;
 use axum::http::HeaderMap;
 use ipnet::IpNet;
 
-use crate::config::TrustedProxies;
+use crate::config::{ForwardedHeader, TrustedProxies};
 
 /// Who a request's client is, given the proxies whose forwarding headers are believed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ClientAddresses {
     proxies: Vec<IpNet>,
+    header: ForwardedHeader,
 }
 
 impl ClientAddresses {
-    pub fn new(proxies: &TrustedProxies) -> ClientAddresses {
+    pub fn new(proxies: &TrustedProxies, header: ForwardedHeader) -> ClientAddresses {
         ClientAddresses {
             proxies: proxies.0.clone(),
+            header,
         }
     }
 
@@ -39,7 +44,7 @@ impl ClientAddresses {
         let mut client = canonical(peer);
         if self.is_proxy(client) {
             // From the nearest hop outwards: the first that no trusted proxy stands at.
-            for hop in forwarded_for(headers).into_iter().rev() {
+            for hop in forwarded_for(headers, self.header).into_iter().rev() {
                 let Some(hop) = hop else {
                     // A hop that cannot be read: believe nothing beyond it.
                     break;
@@ -83,9 +88,8 @@ pub fn group(address: IpAddr) -> IpAddr {
 }
 
 /// The addresses a request was forwarded for, from the client outwards; None for a hop that
-/// cannot be read (`unknown`, an obfuscated name, garbage). `Forwarded` if the request has it,
-/// else `X-Forwarded-For`.
-fn forwarded_for(headers: &HeaderMap) -> Vec<Option<IpAddr>> {
+/// cannot be read (`unknown`, an obfuscated name, garbage), in the header the proxies write.
+fn forwarded_for(headers: &HeaderMap, header: ForwardedHeader) -> Vec<Option<IpAddr>> {
     let values = |name: &str| -> Vec<String> {
         headers
             .get_all(name)
@@ -93,9 +97,8 @@ fn forwarded_for(headers: &HeaderMap) -> Vec<Option<IpAddr>> {
             .map(|v| v.to_str().unwrap_or("\u{0}").to_string())
             .collect()
     };
-    let forwarded = values("forwarded");
-    if !forwarded.is_empty() {
-        return forwarded
+    if header == ForwardedHeader::Forwarded {
+        return values("forwarded")
             .iter()
             .flat_map(|value| value.split(','))
             .map(|element| {
@@ -150,7 +153,7 @@ mod tests {
     #[test]
     fn believes_forwarding_headers_only_from_trusted_proxies() {
         let trusted = crate::config::parse_proxies("10.0.0.0/8, 192.0.2.1").expect("parses");
-        let proxies = ClientAddresses::new(&trusted);
+        let proxies = ClientAddresses::new(&trusted, ForwardedHeader::XForwardedFor);
         let forwarded = headers(&[("x-forwarded-for", "203.0.113.7, 10.1.1.1")]);
         assert_eq!(
             proxies.client(ip("10.0.0.5"), &forwarded),
@@ -167,13 +170,33 @@ mod tests {
             ip("203.0.113.7"),
             "what the client itself wrote is not believed"
         );
+        let unreadable = headers(&[("x-forwarded-for", "unknown, 10.1.1.1")]);
+        assert_eq!(proxies.client(ip("10.0.0.5"), &unreadable), ip("10.1.1.1"));
+    }
+
+    #[test]
+    fn reads_only_the_header_the_proxies_write() {
+        let trusted = crate::config::parse_proxies("10.0.0.0/8").expect("parses");
         let rfc = headers(&[(
             "forwarded",
             "for=\"[2001:db8:cafe::17]:4711\";proto=https, for=10.2.2.2",
         )]);
-        assert_eq!(proxies.client(ip("10.0.0.5"), &rfc), ip("2001:db8:cafe::"));
-        let unreadable = headers(&[("x-forwarded-for", "unknown, 10.1.1.1")]);
-        assert_eq!(proxies.client(ip("10.0.0.5"), &unreadable), ip("10.1.1.1"));
+        let by_rfc = ClientAddresses::new(&trusted, ForwardedHeader::Forwarded);
+        assert_eq!(by_rfc.client(ip("10.0.0.5"), &rfc), ip("2001:db8:cafe::"));
+        // A client's own header of the other kind, passed on by a proxy that appends to its
+        // own: not read, so the client cannot name a new address on each request.
+        let both = headers(&[
+            ("forwarded", "for=198.51.100.1"),
+            ("x-forwarded-for", "203.0.113.7"),
+        ]);
+        let by_xff = ClientAddresses::new(&trusted, ForwardedHeader::XForwardedFor);
+        assert_eq!(by_xff.client(ip("10.0.0.5"), &both), ip("203.0.113.7"));
+        assert_eq!(by_xff.client(ip("10.0.0.5"), &rfc), ip("10.0.0.5"));
+        let both = headers(&[
+            ("forwarded", "for=203.0.113.7"),
+            ("x-forwarded-for", "198.51.100.1"),
+        ]);
+        assert_eq!(by_rfc.client(ip("10.0.0.5"), &both), ip("203.0.113.7"));
     }
 
     #[test]

@@ -81,7 +81,7 @@ impl AppState {
             per_token: config.rate_limit,
             per_address: config.address_rate_limit,
         };
-        let addresses = ClientAddresses::new(&config.trusted_proxies);
+        let addresses = ClientAddresses::new(&config.trusted_proxies, config.forwarded_header);
         AppState(std::sync::Arc::new(App {
             pipeline: Pipeline::new(store, settings, rates),
             max_body_bytes: config.max_body_bytes,

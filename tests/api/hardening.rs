@@ -462,11 +462,17 @@ async fn behind_a_trusted_proxy_each_client_is_throttled_on_its_own(#[case] engi
     };
     let app = spawn!(engine, behind_proxy);
     let email = app.user("admin", "ada@example.com").await;
+    // Each request also carries a `Forwarded` header of the client's own making, naming a new
+    // address every time, as a proxy that appends to `X-Forwarded-For` passes it on: only the
+    // header the proxy writes (X-Forwarded-For, by default) is read.
+    let made_up = std::sync::atomic::AtomicU32::new(0);
     let sign_in_from = |client: &'static str, email: String, password: String| {
+        let n = made_up.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let request = app
             .client
             .post(&app.url)
             .header("x-forwarded-for", client)
+            .header("forwarded", format!("for=198.51.{}.{}", n / 250, n % 250))
             .json(&json!({ "query": SIGN_IN, "variables": { "e": email, "p": password } }));
         async { app.send(request).await.body }
     };
