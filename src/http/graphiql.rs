@@ -38,6 +38,10 @@ pub fn page() -> Response {
                 header::REFERRER_POLICY,
                 HeaderValue::from_static("no-referrer"),
             ),
+            (
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ),
         ],
         Html(include_str!("graphiql.html")),
     )

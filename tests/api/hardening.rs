@@ -236,6 +236,85 @@ async fn a_query_costs_what_it_can_return(#[case] engine: Engine) {
     );
 }
 
+/// The full introspection query, as GraphiQL sends it.
+const INTROSPECTION: &str = r#"
+query IntrospectionQuery {
+  __schema {
+    description queryType { name } mutationType { name } subscriptionType { name }
+    types { ...FullType }
+    directives { name description isRepeatable locations args(includeDeprecated: true) { ...InputValue } }
+  }
+}
+fragment FullType on __Type {
+  kind name description specifiedByURL isOneOf
+  fields(includeDeprecated: true) {
+    name description args(includeDeprecated: true) { ...InputValue } type { ...TypeRef }
+    isDeprecated deprecationReason
+  }
+  inputFields(includeDeprecated: true) { ...InputValue }
+  interfaces { ...TypeRef }
+  enumValues(includeDeprecated: true) { name description isDeprecated deprecationReason }
+  possibleTypes { ...TypeRef }
+}
+fragment InputValue on __InputValue {
+  name description type { ...TypeRef } defaultValue isDeprecated deprecationReason
+}
+fragment TypeRef on __Type {
+  kind name ofType { kind name ofType { kind name ofType { kind name ofType { kind name
+  ofType { kind name ofType { kind name ofType { kind name ofType { kind name } } } } } } } }
+}"#;
+
+/// Introspection costs what it returns, a quarter of a unit a value, counted against the
+/// schema before it runs: the full introspection query runs, at the cost of what it answered,
+/// as does every type's fields' types' fields, four deep; thirty aliases of the latter, a
+/// kilobyte of query for megabytes of answer built on a runtime thread, are refused before
+/// they run.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn introspection_costs_what_it_returns(#[case] engine: Engine) {
+    fn values(value: &Value) -> u64 {
+        match value {
+            Value::Object(o) => o.values().map(|v| 1 + values(v)).sum(),
+            Value::Array(a) => a.iter().map(values).sum(),
+            _ => 0,
+        }
+    }
+    let app = spawn!(engine);
+    let full = app
+        .gql(Some(&app.admin_token), INTROSPECTION, json!({}))
+        .await;
+    assert!(full["errors"].is_null(), "{full}");
+    let answered = values(&full["data"]);
+    assert!(answered > 5_000, "{answered}");
+    assert_eq!(
+        full["extensions"]["cost"]["requested"],
+        json!(answered.div_ceil(4))
+    );
+    let nested = "fields { name type { name fields { name type { name fields { name type { name fields { name } } } } } } }";
+    let aliases: String = (0..30)
+        .map(|i| format!("a{i}: __schema {{ types {{ ...F }} }} "))
+        .collect();
+    let bomb = format!("query {{ {aliases} }} fragment F on __Type {{ name {nested} }}");
+    let refused = app.gql(Some(&app.admin_token), &bomb, json!({})).await;
+    assert_eq!(error_code(&refused), "QUERY_TOO_COMPLEX", "{refused}");
+    assert_eq!(
+        refused["errors"][0]["extensions"]["limit"], "cost",
+        "{refused}"
+    );
+    // One of them alone runs, at the cost of what it answered.
+    let one = format!(
+        "query {{ __schema {{ types {{ ...F }} }} }} fragment F on __Type {{ name {nested} }}"
+    );
+    let ran = app.gql(Some(&app.admin_token), &one, json!({})).await;
+    assert!(ran["errors"].is_null(), "{}", ran["errors"]);
+    assert_eq!(
+        ran["extensions"]["cost"]["requested"],
+        json!(values(&ran["data"]).div_ceil(4))
+    );
+}
+
 /// Fragments `F0` to `F{levels}`, each but the last spreading the next twice, the last
 /// selecting `last`: `F0` expands to 2^levels copies of `last`.
 fn doubling_fragments(levels: usize, last: &str) -> String {
@@ -696,7 +775,7 @@ async fn answers_are_never_cached_and_pages_are_never_framed(#[case] engine: Eng
     assert_eq!(header("cache-control"), "no-store");
     assert!(header("vary").contains("x-token"), "{}", header("vary"));
     assert!(header("content-security-policy").contains("frame-ancestors 'none'"));
-    // GraphiQL: no inline script, no framing, no cache.
+    // GraphiQL: no inline script, no framing, no cache, no sniffing.
     let page = app
         .client
         .get(&app.url)
@@ -712,6 +791,12 @@ async fn answers_are_never_cached_and_pages_are_never_framed(#[case] engine: Eng
         .to_string();
     assert!(policy.contains("script-src 'self'"), "{policy}");
     assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
+    assert_eq!(
+        page.headers()
+            .get("x-content-type-options")
+            .and_then(|v| v.to_str().ok()),
+        Some("nosniff")
+    );
     let html = page.text().await.expect("html");
     assert!(!html.contains("<script>"), "an inline script");
 }

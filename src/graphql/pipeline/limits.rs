@@ -5,7 +5,8 @@
 //! Cost: every field costs 1, and a field that returns a list multiplies the cost of what is
 //! selected under it by how many items it can return: its `pageSize` for paged lists (default
 //! 25), the bound of `domain::limits` for the others (see [`WEIGHTS`]). A search costs what
-//! it can touch on top. Arguments are read as the executor will read them: from the
+//! it can touch on top. Introspection (`__schema`, `__type`) costs what it returns, counted
+//! against the schema ([`super::introspection`]). Arguments are read as the executor will read them: from the
 //! variables, or from the variables' defaults.
 
 use std::cell::Cell;
@@ -28,6 +29,8 @@ use crate::domain::limits::{
 use crate::graphql::events::DEFAULT_FEED_LIMIT;
 use crate::graphql::pagination::DEFAULT_PAGE_SIZE;
 use crate::graphql::webhooks::MAX_HEADERS;
+
+use super::introspection::{Introspected, cost_of_values};
 
 /// The limits a document must keep to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -251,12 +254,17 @@ fn search_cost(search: &str) -> u64 {
 pub struct Shapes {
     returns: HashMap<(String, String), String>,
     lists: Vec<(String, String)>,
+    /// The schema as introspection shows it, for what `__schema` and `__type` return.
+    introspected: Introspected,
 }
 
 impl Shapes {
     /// The shapes of the schema written in `sdl`.
     pub fn of_sdl(sdl: &str) -> Shapes {
-        let mut shapes = Shapes::default();
+        let mut shapes = Shapes {
+            introspected: Introspected::of_sdl(sdl),
+            ..Shapes::default()
+        };
         let Ok(doc) = async_graphql::parser::parse_schema(sdl) else {
             return shapes;
         };
@@ -499,6 +507,22 @@ impl<'d> Walker<'d> {
                     let name = field.name.node.as_str();
                     let returns = on.and_then(|parent| self.shapes.returns(parent, name));
                     let inner = self.selection(&field.selection_set.node, returns, depth + 1);
+                    if matches!(name, "__schema" | "__type") {
+                        // What it returns, counted against the schema (its depth, aliases and
+                        // directives are counted above).
+                        let type_name = match self.argument(field, "name") {
+                            Some(ConstValue::String(name)) => Some(name),
+                            _ => None,
+                        };
+                        let values = self.shapes.introspected.count(
+                            self.doc,
+                            name,
+                            type_name.as_deref(),
+                            &field.selection_set.node,
+                        );
+                        cost = cost.saturating_add(values.map_or(u64::MAX, cost_of_values));
+                        continue;
+                    }
                     let weight = on.map_or(1, |parent| self.weight(parent, field));
                     let own = 1 + on.map_or(0, |parent| self.extra(parent, field));
                     own.saturating_add(weight.saturating_mul(inner))

@@ -6,6 +6,7 @@
 
 mod documents;
 mod execute;
+mod introspection;
 pub mod limits;
 mod order;
 mod params;
