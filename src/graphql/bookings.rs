@@ -316,7 +316,14 @@ impl BookingMutations {
                     return Ok(Some(ResponsePayload::refused(ctx, &missing)));
                 };
                 // A product with no duration is not an appointment type: the store refuses it.
-                start.saturating_add(t.duration.unwrap_or(1).saturating_mul(60_000))
+                let end = start.saturating_add(t.duration.unwrap_or(1).saturating_mul(60_000));
+                if !super::scalars::writable(end) {
+                    return Err(bad_input(
+                        "bookingData.start and the appointment type's duration end the booking \
+                         after 9999-12-31T23:59:59Z, the last time a DateTime can write",
+                    ));
+                }
+                end
             }
             (None, None) => {
                 return Err(bad_input(

@@ -10,6 +10,15 @@ fn in_written_years(day: NaiveDate) -> bool {
     (1..=9999).contains(&day.year())
 }
 
+/// Whether an instant (milliseconds since 1970, UTC) can be written as a `DateTime`: its UTC
+/// day is in the years [`in_written_years`] allows. For instants the server works out, such as
+/// a booking's end from its start and its type's duration.
+pub fn writable(ms: i64) -> bool {
+    Utc.timestamp_millis_opt(ms)
+        .single()
+        .is_some_and(|t| in_written_years(t.date_naive()))
+}
+
 /// A timestamp as given, in UTC, if it is an RFC 3339 one whose UTC day is in the years
 /// [`in_written_years`] allows.
 fn timestamp(text: &str) -> Option<chrono::DateTime<Utc>> {
@@ -146,6 +155,16 @@ mod tests {
         }
         assert!(timestamp("2026-04-12T10:15:00+01:00").is_some());
         assert!(timestamp("9999-12-31T23:59:59Z").is_some());
+        let last = timestamp("9999-12-31T23:59:59.999Z")
+            .expect("last")
+            .timestamp_millis();
+        assert!(writable(last) && !writable(last + 1));
+        assert!(writable(
+            timestamp("0001-01-01T00:00:00Z")
+                .expect("first")
+                .timestamp_millis()
+        ));
+        assert!(!writable(i64::MAX) && !writable(i64::MIN));
         // In UTC, a day of the year 0 or of 10000.
         assert!(timestamp("0001-01-01T00:00:00+23:59").is_none());
         assert!(timestamp("9999-12-31T23:59:59-01:00").is_none());
