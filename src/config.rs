@@ -205,7 +205,8 @@ pub struct ServeConfig {
     )]
     pub max_subscriptions_per_connection: usize,
 
-    /// Most websocket connections one token may hold open at once, on each server.
+    /// Most connections one token may hold open at once, on each server: websockets and
+    /// subscriptions' event streams, together.
     #[arg(long, env = "PRACTICE_MAX_WEBSOCKETS_PER_TOKEN", default_value_t = 20)]
     pub max_websockets_per_token: usize,
 

@@ -11,7 +11,9 @@
 //! token stops working, the subscriber falls behind, or its connection is told to close (it
 //! reached its age, or the server stops), or the events it was catching up on are swept away,
 //! a last `next` says why (code UNAUTHENTICATED, CONSUMER_TOO_SLOW, SERVICE_UNAVAILABLE or
-//! CURSOR_EXPIRED) before `complete`.
+//! CURSOR_EXPIRED) before `complete`. A subscription's stream counts against its token's
+//! connections with its websockets (`PRACTICE_MAX_WEBSOCKETS_PER_TOKEN`); past them it is
+//! refused (403, FORBIDDEN) before it starts.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -31,6 +33,7 @@ use super::AppState;
 use super::admit::{Admitted, Seen, admit};
 use super::reply::{MediaType, Reply};
 use super::server::Ticket;
+use super::ws::{Counted, PerToken};
 use crate::auth::OperationKind;
 use crate::graphql::error::code;
 use crate::graphql::events::{Connection, Cut};
@@ -86,7 +89,22 @@ pub async fn handle(app: AppState, parts: Parts, body: Body) -> Response {
             .into_response(seen.rate);
     }
     let results = if admitted.prepared.kind() == OperationKind::Subscription {
-        subscription(&app, admitted, parts.extensions.get::<Ticket>().cloned())
+        // Held open like a websocket, and counted with the token's websockets.
+        let counted = match &admitted.caller.principal {
+            Some(principal) => {
+                let max = app.ws.max_per_token;
+                let Some(counted) = app.ws_per_token.enter(&principal.token_id, max) else {
+                    let rejection =
+                        Rejection::new(Stop::Forbidden, code::FORBIDDEN, PerToken::refusal(max));
+                    return Reply::rejected(MediaType::GraphqlResponseJson, &rejection)
+                        .into_response(seen.rate);
+                };
+                Some(counted)
+            }
+            None => None,
+        };
+        let ticket = parts.extensions.get::<Ticket>().cloned();
+        subscription(&app, admitted, ticket, counted)
     } else {
         let Admitted {
             prepared, caller, ..
@@ -112,6 +130,7 @@ fn subscription(
     app: &AppState,
     admitted: Admitted,
     ticket: Option<Ticket>,
+    counted: Option<Counted>,
 ) -> BoxStream<'static, Value> {
     let Admitted {
         prepared,
@@ -143,6 +162,7 @@ fn subscription(
         connection,
         expires_at,
         ticket,
+        _counted: counted,
         done: false,
     };
     stream::unfold(state, |mut state| async move {
@@ -165,6 +185,8 @@ struct Following {
     expires_at: Option<i64>,
     /// The HTTP connection's place, which says when it is told to close.
     ticket: Option<Ticket>,
+    /// Counted against the token's connections while it runs.
+    _counted: Option<Counted>,
     done: bool,
 }
 

@@ -60,22 +60,25 @@ pub struct WsSettings {
     pub init_timeout: Duration,
     /// Most subscriptions running on one connection.
     pub max_subscriptions: usize,
-    /// Most connections one token may hold open on this server.
+    /// Most connections one token may hold open on this server: websockets, and event streams
+    /// of a subscription (`super::sse`), counted together.
     pub max_per_token: usize,
 }
 
-/// Connections open per token on this server.
+/// Connections open per token on this server: websockets, and event streams of a
+/// subscription.
 #[derive(Clone, Default)]
 pub struct PerToken(Arc<Mutex<HashMap<String, usize>>>);
 
 /// A connection counted against its token until dropped.
-struct Counted {
+pub(super) struct Counted {
     counts: PerToken,
     token_id: String,
 }
 
 impl PerToken {
-    fn enter(&self, token_id: &str, max: usize) -> Option<Counted> {
+    /// The connection counted against `token_id`, unless it holds `max` already.
+    pub(super) fn enter(&self, token_id: &str, max: usize) -> Option<Counted> {
         let mut counts = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let open = counts.entry(token_id.to_string()).or_insert(0);
         if *open >= max.max(1) {
@@ -86,6 +89,14 @@ impl PerToken {
             counts: self.clone(),
             token_id: token_id.to_string(),
         })
+    }
+
+    /// What a connection over the cap is told.
+    pub(super) fn refusal(max: usize) -> String {
+        format!(
+            "This token holds {max} connections (websockets and event streams) already, the \
+             most it may on this server: close one first"
+        )
     }
 }
 
@@ -416,10 +427,7 @@ impl Session {
         else {
             return Err(Close::new(
                 4403,
-                format!(
-                    "Forbidden: this token holds {} connections already, the most it may",
-                    ws.max_per_token
-                ),
+                format!("Forbidden: {}", PerToken::refusal(ws.max_per_token)),
             ));
         };
         let token = token.unwrap_or_default();

@@ -1496,6 +1496,30 @@ async fn a_token_holds_a_bounded_number_of_connections(#[case] engine: Engine) {
     let mut other = Ws::connect(&app, &app.admin_token).await;
     other.still_open(&app).await;
     two.still_open(&app).await;
+    // A subscription over Server-Sent Events is held open too, and counted with them:
+    // refused for the token that holds two, before its stream starts.
+    let stream = |token: &str| {
+        app.client
+            .post(&app.url)
+            .header("x-token", token)
+            .header("accept", "text/event-stream")
+            .json(&json!({ "query": "subscription { events { id } }" }))
+            .send()
+    };
+    let refused = stream(&token).await.expect("answered");
+    assert_eq!(refused.status(), 403);
+    let body: Value = refused.json().await.expect("json");
+    assert_eq!(
+        body["errors"][0]["extensions"]["code"], "FORBIDDEN",
+        "{body}"
+    );
+    // The admin's, with one websocket, runs, and takes the admin's second place.
+    let running = stream(&app.admin_token).await.expect("answered");
+    assert_eq!(running.status(), 200);
+    let mut third = Ws::open(&app, true, None).await;
+    third.init(&app.admin_token).await;
+    assert_eq!(third.closed().await.0, 4403);
+    drop(running);
     // A connection closed gives its place back.
     one.close().await;
     let until = Instant::now() + WAIT;
