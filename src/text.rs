@@ -37,10 +37,12 @@ fn checked(field: &str, value: &str, max: usize, lines: bool) -> Result<Option<S
             "{field} must have at most {max} characters, got {chars}"
         ));
     }
-    let line_break_or_tab = |c: char| matches!(c, '\n' | '\r' | '\t');
+    // Unicode's line and paragraph separators break a line too, though they are not control
+    // characters.
+    let line_break_or_tab = |c: char| matches!(c, '\n' | '\r' | '\t' | '\u{2028}' | '\u{2029}');
     if let Some(c) = value
         .chars()
-        .find(|&c| c.is_control() && !(lines && line_break_or_tab(c)))
+        .find(|&c| (c.is_control() || line_break_or_tab(c)) && !(lines && line_break_or_tab(c)))
     {
         return Err(if line_break_or_tab(c) {
             format!("{field} is one line: it must not contain line breaks or tabs")
@@ -163,7 +165,7 @@ mod tests {
 
     #[test]
     fn one_line_refuses_line_breaks_and_tabs_that_several_lines_keep() {
-        for inner in ["a\nb", "a\r\nb", "a\tb"] {
+        for inner in ["a\nb", "a\r\nb", "a\tb", "a\u{2028}b", "a\u{2029}b"] {
             assert_eq!(
                 optional("f", inner, 10),
                 Err("f is one line: it must not contain line breaks or tabs".into()),
