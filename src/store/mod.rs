@@ -362,12 +362,51 @@ impl Store {
     pub async fn migrate(&self) -> StoreResult<()> {
         let migrator = self.migrator();
         // On PostgreSQL the migrator holds an advisory lock, so that instances starting
-        // together apply each migration once.
+        // together apply each migration once; on SQLite, the file beside the database.
+        let _turn = self.migration_turn().await?;
         migrator.run(&self.write).await.map_err(|e| match e {
             sqlx::migrate::MigrateError::Execute(err) => StoreError::from(err),
             other => StoreError::Config(format!("migration failed: {other}")),
         })?;
         self.fill_product_search().await
+    }
+
+    /// On SQLite, this process's turn to migrate the database: the exclusive `flock` of
+    /// `<database>-migrations-lock`, waited for on a blocking thread for as long as another
+    /// process migrates. sqlx's migrator locks nothing on SQLite, so processes starting
+    /// together on one file (two servers, a server and the command line) each read the same
+    /// migrations as pending, and all but the first then failed on what the first had made
+    /// ("table ... already exists"). Each migration is its own transaction, so nothing was
+    /// applied twice; the process just did not start. None on PostgreSQL and in memory.
+    async fn migration_turn(&self) -> StoreResult<Option<std::fs::File>> {
+        if self.engine != Engine::Sqlite {
+            return Ok(None);
+        }
+        let Some(database) = sqlite_file(&self.url)? else {
+            return Ok(None);
+        };
+        let Some(name) = database.file_name() else {
+            return Ok(None);
+        };
+        let mut lock_name = name.to_owned();
+        lock_name.push("-migrations-lock");
+        let path = database.with_file_name(lock_name);
+        let turn = blocking(move || {
+            let file = std::os::unix::fs::OpenOptionsExt::mode(
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false),
+                0o600,
+            )
+            .open(&path)?;
+            owned_as(&file, &database)?;
+            file.lock()?;
+            Ok(file)
+        })
+        .await?;
+        Ok(Some(turn))
     }
 
     /// The store seen from one practice: every query it runs is scoped to `practice_id`.
