@@ -344,14 +344,17 @@ impl PracticeStore<'_> {
         }
         if current.delivery_paused == 0 && paused != 0 {
             // Paused by hand: what was to go out waits, retries included, as a pause by the
-            // receiver's 410 makes it wait. One being sent now ends as its attempt does (a
-            // retry of it waits too: see `finish_attempt`).
+            // receiver's 410 makes it wait. One being sent now stays pending and ends as its
+            // attempt does (a retry of it waits too: see `finish_attempt`); marked paused, a
+            // redelivery could take its lease, and a resume send it a second time beside it.
             sqlx::query(
                 "UPDATE webhook_deliveries SET status = 'paused', next_attempt_at = NULL \
-                 WHERE practice_id = $1 AND subscription_id = $2 AND status = 'pending'",
+                 WHERE practice_id = $1 AND subscription_id = $2 AND status = 'pending' \
+                 AND (lease_until IS NULL OR lease_until < $3)",
             )
             .bind(self.practice_id)
             .bind(id)
+            .bind(now_ms())
             .execute(&mut *tx)
             .await?;
         }
@@ -473,7 +476,7 @@ impl PracticeStore<'_> {
 
     /// Sends a delivery again, now, whatever became of it, with a fresh schedule of retries;
     /// while its subscription is paused it waits with the rest (`paused`) and goes out when
-    /// delivery resumes. Refused while it is pending, or when its subscription is deleted.
+    /// delivery resumes. Refused while it is pending (due, or being sent: a pause leaves one being sent pending), or when its subscription is deleted.
     pub async fn redeliver(&self, id: &str) -> StoreResult<Change<Delivery>> {
         let mut tx = self.begin_write().await?;
         let paused = "(SELECT s.delivery_paused FROM webhook_subscriptions s \
@@ -741,12 +744,15 @@ impl Store {
             .bind(now)
             .execute(&mut *tx)
             .await?;
+            // The others waiting; those being sent now end as their attempts do.
             sqlx::query(
                 "UPDATE webhook_deliveries SET status = 'paused', next_attempt_at = NULL \
-                 WHERE practice_id = $1 AND subscription_id = $2 AND status = 'pending'",
+                 WHERE practice_id = $1 AND subscription_id = $2 AND status = 'pending' \
+                 AND (lease_until IS NULL OR lease_until < $3)",
             )
             .bind(&delivery.practice_id)
             .bind(&delivery.subscription_id)
+            .bind(now)
             .execute(&mut *tx)
             .await?;
         }

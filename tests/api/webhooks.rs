@@ -634,6 +634,58 @@ async fn a_receiver_that_never_answers_holds_up_no_other(#[case] engine: Engine)
     holding.abort();
 }
 
+/// A delivery being sent when its subscription is paused stays pending until its attempt
+/// ends: sent again meanwhile it is refused, and a resume does not send it a second time
+/// beside the attempt still on its way (a pause marked it paused, a redelivery then took
+/// its lease, and the resume sent it again).
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_delivery_being_sent_is_not_sent_again_beside_itself(#[case] engine: Engine) {
+    let app = spawn!(engine, config(&[0, 60_000]));
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("listen");
+    let silent_url = format!("http://{}/hooks", silent.local_addr().expect("address"));
+    let (connected, mut connections) = tokio::sync::mpsc::unbounded_channel();
+    let holding = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((connection, _)) = silent.accept().await {
+            held.push(connection);
+            let _ = connected.send(());
+        }
+    });
+    let hook = subscribe(&app, &silent_url, &["label.created"]).await;
+    let id = hook["id"].as_str().expect("id");
+    app.label("On its way").await;
+    tokio::time::timeout(Duration::from_secs(10), connections.recv())
+        .await
+        .expect("the attempt connects")
+        .expect("a connection");
+    let pause = "mutation($id: ID!, $p: Boolean) { updateWebhook(id: $id, input: { deliveryPaused: $p }) { error } }";
+    app.ok(pause, json!({ "id": id, "p": true })).await;
+    let listed = deliveries(&app, id).await;
+    assert_eq!(listed[0]["status"], "pending", "{listed:?}");
+    let again = app
+        .ok(
+            "mutation($d: ID!) { redeliverWebhook(deliveryId: $d) { error } }",
+            json!({ "d": listed[0]["id"] }),
+        )
+        .await;
+    assert_eq!(
+        again["redeliverWebhook"]["error"],
+        "This delivery is waiting for its next attempt already"
+    );
+    app.ok(pause, json!({ "id": id, "p": false })).await;
+    let second = tokio::time::timeout(Duration::from_secs(3), connections.recv()).await;
+    assert!(
+        second.is_err(),
+        "sent a second time while the first was on its way"
+    );
+    holding.abort();
+}
+
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]
 #[case::postgres(Engine::Postgres)]
