@@ -22,6 +22,7 @@
 //! | 4409 | `subscribe` with the id of a subscription still running |
 //! | 4429 | a second `connection_init` |
 //! | 1008 | a subscriber too slow to keep up with the events (it resumes with `after`) |
+//! | 1009 | a message over [`MAX_MESSAGE_BYTES`] (RFC 6455's "message too big") |
 //! | 1001 | the server is stopping |
 
 use std::collections::HashMap;
@@ -226,8 +227,17 @@ async fn serve(mut socket: WebSocket, start: Start) {
         let cut = session.cut();
         tokio::select! {
             message = incoming.next() => {
-                let Some(Ok(message)) = message else {
-                    break None;
+                let message = match message {
+                    Some(Ok(message)) => message,
+                    // Over the limit: said in the close, as RFC 6455 has it, where the
+                    // connection was dropped without a word. Nothing else can be read past.
+                    Some(Err(error)) if too_long(&error) => {
+                        break Some(Close::new(
+                            1009,
+                            format!("A message may be at most {MAX_MESSAGE_BYTES} bytes"),
+                        ));
+                    }
+                    _ => break None,
                 };
                 match session.receive(message, &mut outputs).await {
                     Ok(replies) => {
@@ -274,6 +284,15 @@ async fn serve(mut socket: WebSocket, start: Start) {
         let _ = sink.send(Message::Close(Some(frame))).await;
     }
     let _ = sink.close().await;
+}
+
+/// Whether a failure to read a message is its length, past [`MAX_MESSAGE_BYTES`].
+fn too_long(error: &axum::Error) -> bool {
+    use tungstenite::error::{CapacityError, Error};
+    matches!(
+        std::error::Error::source(error).and_then(|inner| inner.downcast_ref::<Error>()),
+        Some(Error::Capacity(CapacityError::MessageTooLong { .. }))
+    )
 }
 
 /// A connection's state.

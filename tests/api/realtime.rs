@@ -1257,6 +1257,25 @@ async fn a_malformed_message_closes_with_4400(#[case] engine: Engine) {
     }
 }
 
+/// A message over 256 KiB closes the connection with 1009 (RFC 6455's "message too big")
+/// and a reason, where the connection was dropped without a close frame.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_message_too_long_closes_with_1009(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let mut ws = Ws::connect(&app, &app.admin_token).await;
+    let query = format!(
+        "{{ currentPractice {{ id }} }} # {}",
+        "x".repeat(300 * 1024)
+    );
+    ws.subscribe("s", &query, json!({})).await;
+    let (code, reason) = ws.closed().await;
+    assert_eq!(code, 1009, "{reason}");
+    assert!(reason.contains("262144 bytes"), "{reason}");
+}
+
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]
 #[case::postgres(Engine::Postgres)]
