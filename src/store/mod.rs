@@ -306,6 +306,24 @@ impl Store {
             }
             Engine::Postgres => {
                 let shared = pool_options()
+                    .after_connect(|connection, _| {
+                        Box::pin(async move {
+                            // A transaction left open by an instance that froze, or whose
+                            // machine went away without closing its connection, holds back
+                            // every reader of the event log (it reads only what is older than
+                            // the oldest transaction still open) until PostgreSQL ends it:
+                            // after a minute idle, where it waited for TCP's keepalive, two
+                            // hours by default. No transaction of the server waits idle on
+                            // anything but its own next statement.
+                            sqlx::query(sqlx::AssertSqlSafe(format!(
+                                "SET idle_in_transaction_session_timeout = '{}s'",
+                                IDLE_IN_TRANSACTION.as_secs()
+                            )))
+                            .execute(connection)
+                            .await?;
+                            Ok(())
+                        })
+                    })
                     .connect_with(options)
                     .await
                     .map_err(StoreError::from_connect)?;
@@ -818,6 +836,10 @@ pub(crate) fn like_escape(text: &str) -> String {
     out
 }
 
+/// Longest a PostgreSQL transaction of the server's may sit idle before PostgreSQL ends it
+/// (see [`Store::connect`]).
+const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(60);
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -890,6 +912,27 @@ pub(crate) mod tests {
                 eprintln!("could not drop {}: {e}", self.name);
             }
         }
+    }
+
+    /// On PostgreSQL, every connection of the store ends a transaction left idle for a
+    /// minute, so that a frozen instance's cannot hold back the event log's readers for hours.
+    #[tokio::test]
+    async fn postgres_ends_a_transaction_left_idle() {
+        let Some(db) = postgres_database().await else {
+            return;
+        };
+        let store = Store::open(&db.url, &PoolSettings::default())
+            .await
+            .expect("store");
+        for _ in 0..3 {
+            let mut tx = store.write.begin().await.expect("begin");
+            let (timeout,): (String,) = sqlx::query_as("SHOW idle_in_transaction_session_timeout")
+                .fetch_one(&mut *tx)
+                .await
+                .expect("show");
+            assert_eq!(timeout, "1min");
+        }
+        store.close().await;
     }
 
     /// No pool of the store has a timeout or lifetime that would make sqlx start its task of
