@@ -237,32 +237,7 @@ async fn a_query_costs_what_it_can_return(#[case] engine: Engine) {
 }
 
 /// The full introspection query, as GraphiQL sends it.
-const INTROSPECTION: &str = r#"
-query IntrospectionQuery {
-  __schema {
-    description queryType { name } mutationType { name } subscriptionType { name }
-    types { ...FullType }
-    directives { name description isRepeatable locations args(includeDeprecated: true) { ...InputValue } }
-  }
-}
-fragment FullType on __Type {
-  kind name description specifiedByURL isOneOf
-  fields(includeDeprecated: true) {
-    name description args(includeDeprecated: true) { ...InputValue } type { ...TypeRef }
-    isDeprecated deprecationReason
-  }
-  inputFields(includeDeprecated: true) { ...InputValue }
-  interfaces { ...TypeRef }
-  enumValues(includeDeprecated: true) { name description isDeprecated deprecationReason }
-  possibleTypes { ...TypeRef }
-}
-fragment InputValue on __InputValue {
-  name description type { ...TypeRef } defaultValue isDeprecated deprecationReason
-}
-fragment TypeRef on __Type {
-  kind name ofType { kind name ofType { kind name ofType { kind name ofType { kind name
-  ofType { kind name ofType { kind name ofType { kind name ofType { kind name } } } } } } } }
-}"#;
+const INTROSPECTION: &str = include_str!("../introspection.graphql");
 
 /// Introspection costs what it returns, a quarter of a unit a value, counted against the
 /// schema before it runs: the full introspection query runs, at the cost of what it answered,

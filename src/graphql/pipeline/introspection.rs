@@ -412,32 +412,7 @@ mod tests {
 
     /// The full introspection query, as GraphiQL and graphql-js's `getIntrospectionQuery` send
     /// it (every option on).
-    const FULL: &str = r#"
-query IntrospectionQuery {
-  __schema {
-    description queryType { name } mutationType { name } subscriptionType { name }
-    types { ...FullType }
-    directives { name description isRepeatable locations args(includeDeprecated: true) { ...InputValue } }
-  }
-}
-fragment FullType on __Type {
-  kind name description specifiedByURL isOneOf
-  fields(includeDeprecated: true) {
-    name description args(includeDeprecated: true) { ...InputValue } type { ...TypeRef }
-    isDeprecated deprecationReason
-  }
-  inputFields(includeDeprecated: true) { ...InputValue }
-  interfaces { ...TypeRef }
-  enumValues(includeDeprecated: true) { name description isDeprecated deprecationReason }
-  possibleTypes { ...TypeRef }
-}
-fragment InputValue on __InputValue {
-  name description type { ...TypeRef } defaultValue isDeprecated deprecationReason
-}
-fragment TypeRef on __Type {
-  kind name ofType { kind name ofType { kind name ofType { kind name ofType { kind name
-  ofType { kind name ofType { kind name ofType { kind name ofType { kind name } } } } } } } }
-}"#;
+    const FULL: &str = include_str!("../../../tests/introspection.graphql");
 
     /// The values of an answer: each field of each object, as the count counts them.
     fn values(value: &serde_json::Value) -> u64 {
