@@ -30,7 +30,7 @@ use crate::graphql::events::DEFAULT_FEED_LIMIT;
 use crate::graphql::pagination::DEFAULT_PAGE_SIZE;
 use crate::graphql::webhooks::MAX_HEADERS;
 
-use super::introspection::{Introspected, cost_of_values};
+use super::introspection::{Counter, Introspected, cost_of_values};
 
 /// The limits a document must keep to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -471,6 +471,7 @@ pub fn measure_noting(
         measure: Measure::default(),
         fragments: Vec::new(),
         measured: HashMap::new(),
+        introspection: None,
     };
     walker.measure.directives += op.node.directives.len();
     walker.measure.cost = walker.selection(&op.node.selection_set.node, Some(root), 1);
@@ -490,6 +491,9 @@ struct Walker<'d> {
     /// Each fragment's measure (from depth 1), taken once: a fragment spread twice in a
     /// fragment spread twice ... would otherwise be walked an exponential number of times.
     measured: HashMap<&'d str, Measure>,
+    /// The count of the document's introspection, once it has any: one for the document, so
+    /// that its bound on the work is the document's.
+    introspection: Option<Counter<'d, 'd>>,
 }
 
 impl<'d> Walker<'d> {
@@ -514,12 +518,11 @@ impl<'d> Walker<'d> {
                             Some(ConstValue::String(name)) => Some(name),
                             _ => None,
                         };
-                        let values = self.shapes.introspected.count(
-                            self.doc,
-                            name,
-                            type_name.as_deref(),
-                            &field.selection_set.node,
-                        );
+                        let (shapes, doc) = (self.shapes, self.doc);
+                        let values = self
+                            .introspection
+                            .get_or_insert_with(|| Counter::new(&shapes.introspected, doc))
+                            .count(name, type_name.as_deref(), &field.selection_set.node);
                         cost = cost.saturating_add(values.map_or(u64::MAX, cost_of_values));
                         continue;
                     }
