@@ -443,38 +443,11 @@ mod tests {
         values(&response.data.into_json().expect("json"))
     }
 
-    /// The values counted for each root field of `query`'s one operation.
+    /// The values counted for the root fields of `query`'s one operation, together.
     fn counted(query: &str) -> u64 {
-        let schema = Introspected::of_sdl(&crate::graphql::sdl());
-        let doc = parse_query(query).expect("parses");
-        let (_, op) = doc.operations.iter().next().expect("an operation");
-        let mut counter = Counter::new(&schema, &doc);
-        op.node
-            .selection_set
-            .node
-            .items
-            .iter()
-            .map(|item| {
-                let Selection::Field(field) = &item.node else {
-                    panic!("fields only");
-                };
-                let field = &field.node;
-                let type_name =
-                    field
-                        .arguments
-                        .iter()
-                        .find_map(|(n, v)| match v.node.clone().into_const() {
-                            Some(async_graphql::Value::String(s)) if n.node == "name" => Some(s),
-                            _ => None,
-                        });
-                counter
-                    .count(
-                        field.name.node.as_str(),
-                        type_name.as_deref(),
-                        &field.selection_set.node,
-                    )
-                    .expect("counted")
-            })
+        looks(query)
+            .into_iter()
+            .map(|(_, count)| count.expect("counted"))
             .sum()
     }
 
@@ -509,7 +482,8 @@ mod tests {
         );
     }
 
-    /// The looks each field's count took, and what it came to, for `query`'s root fields.
+    /// For each root field of `query`'s one operation, in turn: the looks the document's count
+    /// has taken once it is counted, and what it came to.
     fn looks(query: &str) -> Vec<(u64, Option<u64>)> {
         let schema = Introspected::of_sdl(&crate::graphql::sdl());
         let doc = parse_query(query).expect("parses");
@@ -524,7 +498,20 @@ mod tests {
                 let Selection::Field(field) = &item.node else {
                     panic!("fields only");
                 };
-                let count = counter.count("__schema", None, &field.node.selection_set.node);
+                let field = &field.node;
+                let type_name =
+                    field
+                        .arguments
+                        .iter()
+                        .find_map(|(n, v)| match v.node.clone().into_const() {
+                            Some(async_graphql::Value::String(s)) if n.node == "name" => Some(s),
+                            _ => None,
+                        });
+                let count = counter.count(
+                    field.name.node.as_str(),
+                    type_name.as_deref(),
+                    &field.selection_set.node,
+                );
                 (counter.looks, count)
             })
             .collect()
