@@ -29,6 +29,7 @@ mod warm;
 pub mod webhooks;
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -141,6 +142,15 @@ fn sqlite_file(url: &str) -> StoreResult<Option<std::path::PathBuf>> {
         .map_err(|e| StoreError::Config(format!("bad database URL: {e}")))?;
     let in_memory = url.contains(":memory:") || url.contains("mode=memory");
     Ok((!in_memory).then(|| options.get_filename().to_path_buf()))
+}
+
+/// The SQLite database's canonical path, and the file `<database><suffix>` beside it: a
+/// server and a command that reach the database through different links name one file.
+fn beside_database(database: &std::path::Path, suffix: &str) -> (PathBuf, PathBuf) {
+    let database = std::fs::canonicalize(database).unwrap_or_else(|_| database.to_owned());
+    let mut path = database.as_os_str().to_owned();
+    path.push(suffix);
+    (database, path.into())
 }
 
 /// Gives `file`, made beside the SQLite `database`, the database's owner, as SQLite does with
@@ -403,13 +413,8 @@ impl Store {
         let Some(database) = sqlite_file(&self.url)? else {
             return Ok(None);
         };
-        let Some(name) = database.file_name() else {
-            return Ok(None);
-        };
-        let mut lock_name = name.to_owned();
-        lock_name.push("-migrations-lock");
-        let path = database.with_file_name(lock_name);
         let turn = blocking(move || {
+            let (database, path) = beside_database(&database, "-migrations-lock");
             let file = std::os::unix::fs::OpenOptionsExt::mode(
                 std::fs::OpenOptions::new()
                     .read(true)

@@ -76,11 +76,9 @@ impl Sidecar {
     /// The file of the database at `database`, by its canonical path: a server and a command
     /// that reach the database through different links share one file.
     pub(super) fn beside(database: &Path) -> Sidecar {
-        let database = std::fs::canonicalize(database).unwrap_or_else(|_| database.to_owned());
-        let mut path = database.as_os_str().to_owned();
-        path.push("-credentials");
+        let (database, path) = super::beside_database(database, "-credentials");
         Sidecar {
-            path: path.into(),
+            path,
             database,
             seen: Default::default(),
             warned: Default::default(),

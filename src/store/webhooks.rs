@@ -157,6 +157,29 @@ fn subscription_is(condition: &str) -> String {
 /// after them, where neither could see it.)
 const LIVE: &str = "s.deleted_at IS NULL AND s.delivery_paused = 0";
 
+/// Marks a paused subscription's deliveries that wait to go out (`pending`) as paused, with
+/// no time to go: they go out when delivery resumes. One being sent at `now` (its lease not
+/// run out) stays pending and ends as its attempt does (see `finish_attempt`): marked paused,
+/// a redelivery could take its lease, and a resume send it again beside the attempt.
+async fn hold_waiting(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    practice_id: &str,
+    subscription_id: &str,
+    now: i64,
+) -> StoreResult<()> {
+    sqlx::query(
+        "UPDATE webhook_deliveries SET status = 'paused', next_attempt_at = NULL \
+         WHERE practice_id = $1 AND subscription_id = $2 AND status = 'pending' \
+         AND (lease_until IS NULL OR lease_until < $3)",
+    )
+    .bind(practice_id)
+    .bind(subscription_id)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
 const DELIVERY_COLUMNS: &str = "id, subscription_id, event_id, event_type, identifiers, status, \
      attempts, next_attempt_at, last_status, last_error, last_attempt_at, created_at";
 
@@ -344,19 +367,8 @@ impl PracticeStore<'_> {
         }
         if current.delivery_paused == 0 && paused != 0 {
             // Paused by hand: what was to go out waits, retries included, as a pause by the
-            // receiver's 410 makes it wait. One being sent now stays pending and ends as its
-            // attempt does (a retry of it waits too: see `finish_attempt`); marked paused, a
-            // redelivery could take its lease, and a resume send it a second time beside it.
-            sqlx::query(
-                "UPDATE webhook_deliveries SET status = 'paused', next_attempt_at = NULL \
-                 WHERE practice_id = $1 AND subscription_id = $2 AND status = 'pending' \
-                 AND (lease_until IS NULL OR lease_until < $3)",
-            )
-            .bind(self.practice_id)
-            .bind(id)
-            .bind(now_ms())
-            .execute(&mut *tx)
-            .await?;
+            // receiver's 410 makes it wait.
+            hold_waiting(&mut tx, self.practice_id, id, now_ms()).await?;
         }
         if current.delivery_paused != 0 && paused == 0 {
             // Delivery resumes with what waited while it was paused: nothing is lost.
@@ -744,16 +756,13 @@ impl Store {
             .bind(now)
             .execute(&mut *tx)
             .await?;
-            // The others waiting; those being sent now end as their attempts do.
-            sqlx::query(
-                "UPDATE webhook_deliveries SET status = 'paused', next_attempt_at = NULL \
-                 WHERE practice_id = $1 AND subscription_id = $2 AND status = 'pending' \
-                 AND (lease_until IS NULL OR lease_until < $3)",
+            // The others that wait.
+            hold_waiting(
+                &mut tx,
+                &delivery.practice_id,
+                &delivery.subscription_id,
+                now,
             )
-            .bind(&delivery.practice_id)
-            .bind(&delivery.subscription_id)
-            .bind(now)
-            .execute(&mut *tx)
             .await?;
         }
         tx.commit().await?;
