@@ -407,8 +407,25 @@ impl Follower {
                 if event.position() <= self.last {
                     continue;
                 }
+                let sent = if self.wanted(&event) {
+                    match self.sees_patient(&event).await {
+                        Ok(sees) => sees,
+                        Err(error) => {
+                            // Passed over, the event would be lost to this subscriber without
+                            // a word: it resumes from the one before.
+                            tracing::warn!(%error, "could not read an event's patient");
+                            self.connection.cut(Cut::TooSlow(format!(
+                                "The events could not be read: resume with after: {}",
+                                self.last
+                            )));
+                            return std::future::pending().await;
+                        }
+                    }
+                } else {
+                    false
+                };
                 self.last = event.position();
-                if self.wanted(&event) && self.sees_patient(&event).await {
+                if sent {
                     return Some(Ok(event));
                 }
                 continue;
@@ -501,20 +518,20 @@ impl Follower {
 
     /// Whether the subscriber sees the event's patient: a staff user kept to their access
     /// groups sees no event of a patient outside them. One read per such event and such
-    /// subscriber; a read that fails sends nothing.
-    async fn sees_patient(&self, event: &StoredEvent) -> bool {
+    /// subscriber.
+    async fn sees_patient(&self, event: &StoredEvent) -> StoreResult<bool> {
         let principal = self.connection.principal();
         let (Some(groups), Some(patient_id)) = (&principal.patient_groups, &event.patient_id)
         else {
-            return true;
+            return Ok(true);
         };
         let found = self
             .store
             .practice(&self.practice_id)
             .seen_by(Some(groups))
             .find_patient(patient_id)
-            .await;
-        matches!(found, Ok(Some(_)))
+            .await?;
+        Ok(found.is_some())
     }
 
     /// Whether the subscriber asked for the event, and may read it.

@@ -1701,6 +1701,67 @@ async fn a_subscriber_outside_a_patients_access_groups_gets_none_of_its_events(
     assert_eq!(what(&ws.event().await), created(&open));
 }
 
+/// When the read of an event's patient fails (for a subscriber kept to access groups), the
+/// event is not passed over without a word: the connection closes, naming the cursor to resume
+/// from, and the subscription resumed there gets the event. The read is made to fail by taking
+/// the patients' table away from under the server, and the event written beside it, as another
+/// process would.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_subscriber_whose_patient_check_fails_is_closed_with_its_cursor(#[case] engine: Engine) {
+    use sqlx::Connection as _;
+    let app = spawn!(engine);
+    let open = app.patient("Open", "Record").await;
+    let email = app.user("practitioner", "kept@example.com").await;
+    let session = app.sign_in(&email, PASSWORD).await;
+    let mut ws = Ws::connect(&app, &session).await;
+    ws.follow(
+        "s",
+        json!({ "types": ["patient.created", "patient.updated"] }),
+    )
+    .await;
+    let live = make_live(&mut ws, &app).await;
+
+    let mut outside = sqlx::AnyConnection::connect(&app.database_url)
+        .await
+        .expect("connect");
+    let run = |sql: String| sqlx::query(sqlx::AssertSqlSafe(sql));
+    run("ALTER TABLE patients RENAME TO patients_away".into())
+        .execute(&mut outside)
+        .await
+        .expect("rename");
+    run(format!(
+        "INSERT INTO events (practice_id, occurred_at, event_type, patient_id) \
+         VALUES ('{}', {}, 'patient.updated', '{open}')",
+        app.practice_id,
+        chrono::Utc::now().timestamp_millis()
+    ))
+    .execute(&mut outside)
+    .await
+    .expect("an event");
+    let (code, reason) = ws.closed().await;
+    run("ALTER TABLE patients_away RENAME TO patients".into())
+        .execute(&mut outside)
+        .await
+        .expect("rename back");
+    assert_eq!(code, 1008, "{reason}");
+    let resume = format!("resume with after: {}", id_of(&live));
+    assert!(reason.contains(&resume), "{reason}");
+
+    let mut again = Ws::connect(&app, &session).await;
+    again
+        .follow(
+            "s",
+            json!({ "after": id_of(&live), "types": ["patient.created", "patient.updated"] }),
+        )
+        .await;
+    let event = again.event().await;
+    assert_eq!(event["eventType"], "patient.updated", "{event}");
+    assert_eq!(event["identifiers"]["patientId"], json!(open), "{event}");
+}
+
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]
 #[case::postgres(Engine::Postgres)]
