@@ -354,6 +354,12 @@ impl Session {
                 return Err(Close::new(4400, "Messages must be JSON in text frames"));
             }
         };
+        // Each message is a request from the client's address, counted before it is read, as
+        // an HTTP request is counted before its body: a client past its address's limit is
+        // closed, not read on at the speed of its socket.
+        if let Err(rejection) = self.start.app.pipeline.limit_address(self.start.address) {
+            return Err(Close::new(1008, rejection.message));
+        }
         let Ok(Value::Object(message)) = serde_json::from_str::<Value>(raw.as_str()) else {
             return Err(Close::new(
                 4400,
@@ -478,11 +484,8 @@ impl Session {
             ))));
         }
         let pipeline = self.start.app.pipeline.clone();
-        let prepared = match pipeline.resolve(params).and_then(|p| pipeline.prepare(p)) {
-            Ok(prepared) => prepared,
-            Err(rejection) => return Ok(Err(rejection)),
-        };
-        // The token again: it may have stopped working since the connection began.
+        // The token again: it may have stopped working since the connection began. Its limit
+        // is counted before the document is read, which the token is known without.
         let principal = pipeline
             .authenticate_token(Some(&acked.token))
             .await
@@ -490,6 +493,10 @@ impl Session {
         if let Err(rejection) = pipeline.limit(Some(&principal), self.start.address) {
             return Ok(Err(rejection));
         }
+        let prepared = match pipeline.resolve(params).and_then(|p| pipeline.prepare(p)) {
+            Ok(prepared) => prepared,
+            Err(rejection) => return Ok(Err(rejection)),
+        };
         // A subscription is refused before it starts; a query or mutation runs as over HTTP,
         // each root field refused by its own guard, the others answered.
         if prepared.kind() == OperationKind::Subscription

@@ -1403,6 +1403,68 @@ async fn bad_subscription_arguments_come_as_an_error_message(#[case] engine: Eng
     ws.still_open(&app).await;
 }
 
+/// A socket is held to the rate limits as HTTP requests are: each `subscribe` counts against
+/// its token before its document is read (past the limit, its error says so, whatever the
+/// document), and each message counts against the client's address before it is read (past
+/// that limit, the connection is closed, 1008, with when to come back).
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_socket_is_held_to_the_rate_limits(#[case] engine: Engine) {
+    let app = spawn!(
+        engine,
+        ServeConfig {
+            rate_limit: 3,
+            address_rate_limit: 20,
+            ..test_config()
+        }
+    );
+    let mut ws = Ws::connect(&app, &app.admin_token).await;
+    let mut codes = Vec::new();
+    for i in 0..5 {
+        let id = format!("broken{i}");
+        ws.subscribe(&id, "subscription { events {", json!({}))
+            .await;
+        let errors = ws.error(&id).await;
+        codes.push(
+            errors[0]["extensions"]["code"]
+                .as_str()
+                .unwrap_or("")
+                .to_string(),
+        );
+    }
+    let limited = codes.iter().position(|c| c == "RATE_LIMITED");
+    let first = limited.unwrap_or_else(|| panic!("never rate limited: {codes:?}"));
+    assert!(
+        codes[..first].iter().all(|c| c == "GRAPHQL_PARSE_FAILED"),
+        "{codes:?}"
+    );
+    assert!(
+        codes[first..].iter().all(|c| c == "RATE_LIMITED"),
+        "{codes:?}"
+    );
+
+    // Pings, until the address's limit closes the connection.
+    let mut pongs = 0;
+    let (code, reason) = loop {
+        ws.send(json!({ "type": "ping" })).await;
+        match ws.frame().await {
+            Frame::Message(message) => {
+                assert_eq!(message["type"], "pong", "{message}");
+                pongs += 1;
+                assert!(pongs < 20, "still answering after {pongs} pings");
+            }
+            Frame::Closed(code, reason) => break (code, reason),
+        }
+    };
+    assert_eq!(code, 1008, "{reason}");
+    assert!(
+        reason.contains("a minute per address") && reason.contains("try again in"),
+        "{reason}"
+    );
+}
+
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]
 #[case::postgres(Engine::Postgres)]
