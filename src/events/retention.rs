@@ -1,9 +1,10 @@
 //! Events are kept for a while (`PRACTICE_EVENT_RETENTION`, default 7 days), then deleted in
 //! small batches, so that no sweep holds the database for long; the webhook deliveries of the
-//! same age go with them.
+//! same age go with them, those that waited paused as long among them.
 
 use std::time::Duration;
 
+use crate::store::webhooks::Forgotten;
 use crate::store::{Store, now_ms};
 
 /// Rows deleted in one statement.
@@ -24,33 +25,55 @@ pub fn start(store: Store, keep: Duration) {
     });
 }
 
-/// Deletes, in batches, the events and deliveries older than `keep`.
+/// Deletes, in batches, the events and deliveries older than `keep`; deliveries that waited
+/// paused that long are given up, and the log says how many.
 pub async fn sweep(store: &Store, keep: Duration) {
     let before = now_ms() - i64::try_from(keep.as_millis()).unwrap_or(i64::MAX);
-    for (what, events) in [("events", true), ("webhook deliveries", false)] {
-        let mut total = 0;
-        loop {
-            let deleted = if events {
-                store.forget_events(before, BATCH).await
-            } else {
-                store.forget_deliveries(before, BATCH).await
-            };
-            match deleted {
-                Ok(count) => {
-                    total += count;
-                    if count < u64::from(BATCH) {
-                        break;
-                    }
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "could not delete old {what}");
+    let mut total = 0;
+    loop {
+        match store.forget_events(before, BATCH).await {
+            Ok(count) => {
+                total += count;
+                if count < u64::from(BATCH) {
                     break;
                 }
             }
-            tokio::time::sleep(PAUSE).await;
+            Err(error) => {
+                tracing::warn!(%error, "could not delete old events");
+                break;
+            }
         }
-        if total > 0 {
-            tracing::info!(count = total, "old {what} deleted");
+        tokio::time::sleep(PAUSE).await;
+    }
+    if total > 0 {
+        tracing::info!(count = total, "old events deleted");
+    }
+    let mut swept = Forgotten::default();
+    loop {
+        match store.forget_deliveries(before, BATCH).await {
+            Ok(batch) => {
+                swept.deleted += batch.deleted;
+                swept.never_sent += batch.never_sent;
+                // A batch is up to BATCH old ones and BATCH of deleted subscriptions.
+                if batch.deleted < u64::from(BATCH) {
+                    break;
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "could not delete old webhook deliveries");
+                break;
+            }
         }
+        tokio::time::sleep(PAUSE).await;
+    }
+    if swept.deleted > 0 {
+        tracing::info!(count = swept.deleted, "old webhook deliveries deleted");
+    }
+    if swept.never_sent > 0 {
+        tracing::warn!(
+            count = swept.never_sent,
+            "webhook deliveries given up: their subscriptions stayed paused longer than the \
+             events are kept"
+        );
     }
 }

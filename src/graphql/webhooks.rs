@@ -293,7 +293,8 @@ impl WebhookMutations {
     }
 
     /// Changes a webhook subscription; what the input omits stays. Setting deliveryPaused to
-    /// false resumes delivery, and what waited is sent. Needs `webhooks:write`, and the read
+    /// false resumes delivery, and what waited is sent (what waited longer than the events are
+    /// kept was given up). Needs `webhooks:write`, and the read
     /// permission of each event type's resource the subscription sends after the change, as
     /// createWebhook does.
     async fn update_webhook(

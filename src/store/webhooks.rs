@@ -15,6 +15,15 @@ use crate::domain::{Bound, Record, Refusal};
 const SUBSCRIPTION_COLUMNS: &str = "id, url, label, headers, secret, previous_secret, \
      previous_secret_until, delivery_paused, failing_since, deleted_at, created_at, updated_at";
 
+/// What a sweep of deliveries deleted ([`Store::forget_deliveries`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Forgotten {
+    /// Deliveries deleted, with their attempts.
+    pub deleted: u64,
+    /// Of them, deliveries never sent: paused past the retention.
+    pub never_sent: u64,
+}
+
 /// A webhook subscription as stored.
 #[derive(Clone, Debug, FromRow)]
 pub struct Subscription {
@@ -770,26 +779,28 @@ impl Store {
     }
 
     /// Deletes deliveries that wait for nothing, with their attempts: up to `batch` made
-    /// before `before` that were delivered or failed, and up to `batch` more, whenever made,
-    /// of a deleted subscription (a write may commit one behind the delete, which never goes
-    /// out). Returns how many. A paused one of a live subscription waits for it to be
-    /// resumed, however long that takes, and is kept.
-    pub async fn forget_deliveries(&self, before: i64, batch: u32) -> StoreResult<u64> {
+    /// before `before` that were delivered, failed or paused, and up to `batch` more,
+    /// whenever made, of a deleted subscription (a write may commit one behind the delete,
+    /// which never goes out). A paused one waits for its subscription to be resumed as long
+    /// as the events are kept, and no longer: otherwise a subscription paused and forgotten
+    /// (its receiver gone, answering 410) would keep a row for every event, for ever.
+    pub async fn forget_deliveries(&self, before: i64, batch: u32) -> StoreResult<Forgotten> {
         let mut tx = self.begin_write().await?;
         let sql = format!(
-            "SELECT practice_id, id FROM (SELECT practice_id, id FROM webhook_deliveries \
-             WHERE created_at < $1 AND status IN ('delivered', 'failed') LIMIT $2) aged \
-             UNION ALL SELECT practice_id, id FROM (SELECT d.practice_id, d.id \
+            "SELECT practice_id, id, status FROM (SELECT practice_id, id, status \
+             FROM webhook_deliveries WHERE created_at < $1 \
+             AND status IN ('delivered', 'failed', 'paused') LIMIT $2) aged \
+             UNION ALL SELECT practice_id, id, 'orphaned' FROM (SELECT d.practice_id, d.id \
              FROM webhook_deliveries d WHERE d.status IN ('pending', 'paused') AND {} \
              LIMIT $2) orphaned",
             subscription_is("s.deleted_at IS NOT NULL")
         );
-        let old: Vec<(String, String)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        let old: Vec<(String, String, String)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(before)
             .bind(i64::from(batch))
             .fetch_all(&mut *tx)
             .await?;
-        for (practice_id, id) in &old {
+        for (practice_id, id, _) in &old {
             for table in ["webhook_attempts", "webhook_deliveries"] {
                 let column = if table == "webhook_attempts" {
                     "delivery_id"
@@ -805,7 +816,10 @@ impl Store {
             }
         }
         tx.commit().await?;
-        Ok(old.len() as u64)
+        Ok(Forgotten {
+            deleted: old.len() as u64,
+            never_sent: old.iter().filter(|(_, _, s)| s == "paused").count() as u64,
+        })
     }
 
     /// When the next pending delivery is due (and not held by a claim), if any is; see

@@ -418,11 +418,15 @@ async fn paused_by_hand_the_retries_wait_and_are_kept(#[case] engine: Engine) {
     let waiting = wait_for_status(&app, id, "paused").await;
     assert_eq!(waiting["nextAttemptAt"], Value::Null, "{waiting}");
 
-    // A sweep that keeps nothing old deletes what was delivered, and keeps what waits.
-    practice_api::events::retention::sweep(&app.store, Duration::ZERO).await;
+    // A sweep keeps what waits as long as the events are kept (here an hour).
+    practice_api::events::retention::sweep(&app.store, Duration::from_secs(3600)).await;
     let kept = deliveries(&app, id).await;
-    assert_eq!(kept.len(), 1, "{kept:?}");
-    assert_eq!(kept[0]["status"], "paused");
+    let statuses: Vec<&Value> = kept.iter().map(|d| &d["status"]).collect();
+    assert_eq!(
+        statuses,
+        [&json!("paused"), &json!("delivered")],
+        "{kept:?}"
+    );
 
     // Sent again while paused, it waits with the rest.
     let again = app
@@ -442,6 +446,17 @@ async fn paused_by_hand_the_retries_wait_and_are_kept(#[case] engine: Engine) {
     assert_eq!(resumed["status"], 200);
     assert_eq!(resumed["id"], failed["id"], "the waiting delivery went out");
     wait_for_status(&app, id, "delivered").await;
+
+    // Paused longer than the events are kept: given up by the sweep, with what was delivered,
+    // and not sent when delivery resumes.
+    app.ok(pause, json!({ "id": id, "p": true })).await;
+    app.label("Given up").await;
+    wait_for_status(&app, id, "paused").await;
+    practice_api::events::retention::sweep(&app.store, Duration::ZERO).await;
+    let swept = deliveries(&app, id).await;
+    assert!(swept.is_empty(), "{swept:?}");
+    app.ok(pause, json!({ "id": id, "p": false })).await;
+    receiver.expect_nothing(Duration::from_millis(1500)).await;
 
     // Deleted while paused: what waited is dropped, as what was pending is.
     app.ok(pause, json!({ "id": id, "p": true })).await;
@@ -516,7 +531,11 @@ async fn a_delivery_committed_behind_a_pause_or_a_delete_is_not_sent(#[case] eng
     assert_eq!(due, None);
     // The sweep deletes it, however young, and leaves the delivered one its age keeps.
     let swept = app.store.forget_deliveries(0, 100).await.expect("sweep");
-    assert_eq!(swept, 1);
+    assert_eq!(swept.deleted, 1);
+    assert_eq!(
+        swept.never_sent, 0,
+        "a deleted subscription's delivery is not given up"
+    );
     let left: (i64,) =
         sqlx::query_as("SELECT COUNT(*) FROM webhook_deliveries WHERE subscription_id = $1")
             .bind(id)

@@ -80,7 +80,8 @@ impl WebhookSubscription {
     }
     /// True while deliveries wait: set by updateWebhook, by a receiver that answered 410
     /// Gone, or after 5 days of failed attempts. Deliveries made meanwhile wait, and go out
-    /// when it is set to false again.
+    /// when it is set to false again; those that wait longer than the events are kept (7
+    /// days by default) are given up.
     async fn delivery_paused(&self) -> bool {
         self.0.subscription.delivery_paused != 0
     }
