@@ -83,7 +83,12 @@ pub struct ServeConfig {
     pub user_token_ttl: Duration,
 
     /// Largest request body accepted, in bytes; larger requests get 413.
-    #[arg(long, env = "PRACTICE_MAX_BODY_BYTES", default_value_t = 1_048_576)]
+    #[arg(
+        long,
+        env = "PRACTICE_MAX_BODY_BYTES",
+        default_value_t = 1_048_576,
+        value_parser = at_least_one
+    )]
     pub max_body_bytes: usize,
 
     /// Longest a GraphQL request may take, reading its body included, before it is stopped
@@ -110,7 +115,8 @@ pub struct ServeConfig {
     #[arg(
         long = "max-connections",
         env = "PRACTICE_MAX_CONNECTIONS",
-        default_value_t = 1000
+        default_value_t = 1000,
+        value_parser = at_least_one
     )]
     pub max_client_connections: usize,
 
@@ -138,7 +144,8 @@ pub struct ServeConfig {
     #[arg(
         long,
         env = "PRACTICE_MAX_CONNECTIONS_PER_ADDRESS",
-        default_value_t = 100
+        default_value_t = 100,
+        value_parser = at_least_one
     )]
     pub max_connections_per_address: usize,
 
@@ -201,13 +208,19 @@ pub struct ServeConfig {
     #[arg(
         long,
         env = "PRACTICE_MAX_SUBSCRIPTIONS_PER_CONNECTION",
-        default_value_t = 50
+        default_value_t = 50,
+        value_parser = at_least_one
     )]
     pub max_subscriptions_per_connection: usize,
 
     /// Most connections one token may hold open at once, on each server: websockets and
     /// subscriptions' event streams, together.
-    #[arg(long, env = "PRACTICE_MAX_WEBSOCKETS_PER_TOKEN", default_value_t = 20)]
+    #[arg(
+        long,
+        env = "PRACTICE_MAX_WEBSOCKETS_PER_TOKEN",
+        default_value_t = 20,
+        value_parser = at_least_one
+    )]
     pub max_websockets_per_token: usize,
 
     /// Events a subscription may fall behind the live ones before it catches up from the log
@@ -215,7 +228,8 @@ pub struct ServeConfig {
     #[arg(
         long,
         env = "PRACTICE_MAX_SUBSCRIBER_LAG",
-        default_value_t = crate::events::hub::DEFAULT_CAPACITY
+        default_value_t = crate::events::hub::DEFAULT_CAPACITY,
+        value_parser = at_least_one
     )]
     pub max_subscriber_lag: usize,
 
@@ -260,11 +274,21 @@ pub struct ServeConfig {
     pub address_rate_limit: u32,
 
     /// Deepest nesting of selections a query may have.
-    #[arg(long, env = "PRACTICE_MAX_DEPTH", default_value_t = Limits::default().max_depth)]
+    #[arg(
+        long,
+        env = "PRACTICE_MAX_DEPTH",
+        default_value_t = Limits::default().max_depth,
+        value_parser = at_least_one
+    )]
     pub max_depth: usize,
 
     /// Highest cost a query may have: 1 a field, times the page size under a list.
-    #[arg(long, env = "PRACTICE_MAX_COST", default_value_t = Limits::default().max_cost)]
+    #[arg(
+        long,
+        env = "PRACTICE_MAX_COST",
+        default_value_t = Limits::default().max_cost,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
     pub max_cost: u64,
 
     /// Most aliases a query may use.
@@ -283,7 +307,8 @@ pub struct ServeConfig {
     #[arg(
         long,
         env = "PRACTICE_MAX_DOCUMENT_BYTES",
-        default_value_t = Limits::default().max_document_bytes
+        default_value_t = Limits::default().max_document_bytes,
+        value_parser = at_least_one
     )]
     pub max_document_bytes: usize,
 }
@@ -399,6 +424,16 @@ pub fn parse_origins(list: &str) -> Result<Origins, String> {
 }
 
 /// Parses a duration such as `12h`, `15m`, `30s`, `500ms`.
+/// A count of at least 1: a limit of none would refuse everything (a body of 0 bytes, a
+/// depth of 0), or be taken as 1 without a word.
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(count) => Ok(count),
+        Err(error) => Err(error.to_string()),
+    }
+}
+
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let duration = humantime::parse_duration(text.trim())
         .map_err(|e| format!("{text:?} is not a duration such as 12h, 15m or 30s: {e}"))?;

@@ -500,8 +500,16 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
 /// object a line. A request's lines carry its request id (the span's field); no line holds a
 /// token, a password or a patient's data.
 fn init_logging() -> Result<(), String> {
-    let filter = EnvFilter::try_from_env("PRACTICE_LOG")
-        .unwrap_or_else(|_| EnvFilter::new("info,sqlx::postgres::notice=warn"));
+    let filter = match std::env::var("PRACTICE_LOG") {
+        Ok(directives) if !directives.trim().is_empty() => EnvFilter::try_new(&directives)
+            .map_err(|e| {
+                format!(
+                    "PRACTICE_LOG is a log filter such as info or practice_api=debug,warn, not \
+                     {directives:?}: {e}"
+                )
+            })?,
+        _ => EnvFilter::new("info,sqlx::postgres::notice=warn"),
+    };
     let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(filter);
@@ -550,6 +558,7 @@ async fn serve(store: store::Store, config: ServeConfig) -> Result<(), String> {
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    let metrics = http::bind_metrics(&config).await?;
     let address = listener
         .local_addr()
         .map_err(|e| format!("cannot read the listening address: {e}"))?;
@@ -563,7 +572,7 @@ async fn serve(store: store::Store, config: ServeConfig) -> Result<(), String> {
         Err(e) => say!("could not make the first-admin link: {e}"),
     }
     let state = AppState::new(store, &config);
-    http::serve(listener, state, shutdown_signal())
+    http::serve(listener, metrics, state, shutdown_signal())
         .await
         .map_err(|e| format!("server error: {e}"))?;
     say!("practice-api stopped");

@@ -66,7 +66,7 @@ async fn start_server() -> Server {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let port = listener.local_addr().expect("local address").port();
     let state = AppState::new(store.clone(), &ServeConfig::default());
-    tokio::spawn(serve(listener, state, std::future::pending()));
+    tokio::spawn(serve(listener, None, state, std::future::pending()));
     Server {
         base: format!("http://127.0.0.1:{port}"),
         token,

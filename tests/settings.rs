@@ -132,6 +132,7 @@ async fn start_server() -> Server {
     let port = listener.local_addr().expect("local address").port();
     tokio::spawn(serve(
         listener,
+        None,
         AppState::new(store, &config),
         std::future::pending(),
     ));

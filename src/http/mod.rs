@@ -59,8 +59,6 @@ pub struct App {
     pub addresses: ClientAddresses,
     /// The origins whose browsers may call the API.
     pub cors_origins: Vec<HeaderValue>,
-    /// Where `/metrics` is served, if anywhere.
-    pub metrics_listen: Option<String>,
     /// What a websocket may do.
     pub ws: ws::WsSettings,
     /// Websockets open per token.
@@ -96,7 +94,6 @@ impl AppState {
                 addresses: addresses.clone(),
             },
             addresses,
-            metrics_listen: config.metrics_listen.clone(),
             ws: ws::WsSettings {
                 init_timeout: config.ws_init_timeout,
                 max_subscriptions: config.max_subscriptions_per_connection,
@@ -265,14 +262,27 @@ async fn ready(axum::extract::State(app): axum::extract::State<AppState>) -> imp
     (status, [(header::CACHE_CONTROL, "no-store")], Json(body))
 }
 
-/// Serves the API on `listener` until `shutdown` completes, then finishes requests in flight.
+/// Takes the address `/metrics` is to be served at (`PRACTICE_METRICS_LISTEN`), if any, so
+/// that one that cannot be served stops the server before it starts.
+pub async fn bind_metrics(config: &ServeConfig) -> Result<Option<TcpListener>, String> {
+    let Some(address) = &config.metrics_listen else {
+        return Ok(None);
+    };
+    TcpListener::bind(address)
+        .await
+        .map(Some)
+        .map_err(|e| format!("cannot serve /metrics on {address} (PRACTICE_METRICS_LISTEN): {e}"))
+}
+
+/// Serves the API on `listener`, and `/metrics` on `metrics` if given, until `shutdown`
+/// completes, then finishes requests in flight.
 pub async fn serve(
     listener: TcpListener,
+    metrics: Option<TcpListener>,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    if let Some(address) = &state.metrics_listen {
-        let listener = TcpListener::bind(address).await?;
+    if let Some(listener) = metrics {
         tracing::info!(address = %listener.local_addr()?, "metrics served at /metrics");
         let pipeline = state.pipeline.clone();
         tokio::spawn(async move {

@@ -393,6 +393,30 @@ fn bad_arguments_exit_non_zero_with_one_line() {
             "",
             "--db-max-connections",
         ),
+        (
+            vec!["serve", "--max-body-bytes", "0"],
+            "",
+            "--max-body-bytes",
+        ),
+        (vec!["serve", "--max-depth", "0"], "", "--max-depth"),
+        (vec!["serve", "--max-cost", "0"], "", "--max-cost"),
+        (
+            vec!["serve", "--max-connections-per-address", "0"],
+            "",
+            "--max-connections-per-address",
+        ),
+        // An address /metrics cannot be served at stops the server before it starts.
+        (
+            vec![
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--metrics-listen",
+                "nowhere",
+            ],
+            "",
+            "cannot serve /metrics on nowhere (PRACTICE_METRICS_LISTEN)",
+        ),
     ];
     for (args, stdin, says) in cases {
         let output = cli.run_with_stdin(&args, stdin);
@@ -414,6 +438,16 @@ fn bad_arguments_exit_non_zero_with_one_line() {
     assert_eq!(output.status.code(), Some(2));
     let err = stderr(&output);
     assert!(err.contains("PRACTICE_LOG_FORMAT"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    // A log filter that is not one, refused where it was set aside for the default unsaid.
+    let output = cli
+        .command(&["migrate"])
+        .env("PRACTICE_LOG", "+++bad")
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2));
+    let err = stderr(&output);
+    assert!(err.contains("PRACTICE_LOG is a log filter"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     // A duplicate email.
     let create = |email: &str| {

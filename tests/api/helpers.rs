@@ -331,8 +331,11 @@ impl TestApp {
             .expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let (tx, rx) = oneshot::channel::<()>();
+        let metrics = practice_api::http::bind_metrics(&self.config)
+            .await
+            .expect("the metrics' address");
         let state = AppState::new(self.store.clone(), &self.config);
-        self.server = Some(tokio::spawn(serve(listener, state, async {
+        self.server = Some(tokio::spawn(serve(listener, metrics, state, async {
             let _ = rx.await;
         })));
         self.shutdown = Some(tx);
