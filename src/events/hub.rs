@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, broadcast, watch};
 
+use crate::store::Store;
 use crate::store::events::{Position, StoredEvent};
-use crate::store::{Engine, Store};
 
 /// Events a subscriber may fall behind the hub before it is told it lagged, by default.
 pub const DEFAULT_CAPACITY: usize = 4096;
@@ -89,7 +89,7 @@ impl Hub {
     /// Reads the log after `from` every time it is woken, until no clone of the hub is left.
     async fn read_on(self, store: Store, mut from: Position) {
         let committed = store.committed();
-        let mut listener = Listener::new(&store).await;
+        let mut listener = store.event_notifications().await;
         loop {
             let notified = committed.notified();
             loop {
@@ -130,53 +130,6 @@ impl Hub {
                 () = listener.next() => {}
                 () = tokio::time::sleep(POLL) => {}
             }
-        }
-    }
-}
-
-/// PostgreSQL's notifications of events committed through any instance (the `events_notify`
-/// trigger); nothing on SQLite.
-struct Listener {
-    listener: Option<sqlx::postgres::PgListener>,
-}
-
-/// The channel the trigger notifies.
-const CHANNEL: &str = "practice_events";
-
-impl Listener {
-    async fn new(store: &Store) -> Listener {
-        if store.engine() != Engine::Postgres {
-            return Listener { listener: None };
-        }
-        let listener = match sqlx::postgres::PgListener::connect(store.url()).await {
-            Ok(mut listener) => match listener.listen(CHANNEL).await {
-                Ok(()) => Some(listener),
-                Err(error) => {
-                    tracing::warn!(%error, "could not listen for events; polling instead");
-                    None
-                }
-            },
-            Err(error) => {
-                tracing::warn!(%error, "could not listen for events; polling instead");
-                None
-            }
-        };
-        Listener { listener }
-    }
-
-    /// Completes at the next notification (or never, without a listener). A connection lost
-    /// is reconnected by sqlx on the next call; meanwhile the poll goes on.
-    async fn next(&mut self) {
-        match &mut self.listener {
-            Some(listener) => {
-                if let Err(error) = listener.recv().await {
-                    tracing::warn!(%error, "lost the event notifications; reconnecting");
-                    tokio::time::sleep(POLL).await;
-                }
-                // One read covers every commit notified so far.
-                while listener.next_buffered().is_some() {}
-            }
-            None => std::future::pending().await,
         }
     }
 }

@@ -478,6 +478,61 @@ impl Engine {
     }
 }
 
+/// PostgreSQL's notifications of events committed through any instance (the `events_notify`
+/// trigger); nothing on SQLite. See [`Store::event_notifications`].
+pub struct EventNotifications {
+    listener: Option<sqlx::postgres::PgListener>,
+}
+
+/// The channel the trigger notifies.
+const EVENTS_CHANNEL: &str = "practice_events";
+
+/// How long a lost listener waits before it listens again.
+const RELISTEN_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl Store {
+    /// Listens for the events committed through any instance: on PostgreSQL, a connection of
+    /// its own; on SQLite, or when it cannot listen (said in the log), nothing ever comes,
+    /// and the reader polls.
+    pub async fn event_notifications(&self) -> EventNotifications {
+        if self.engine() != Engine::Postgres {
+            return EventNotifications { listener: None };
+        }
+        let listener = match sqlx::postgres::PgListener::connect(self.url()).await {
+            Ok(mut listener) => match listener.listen(EVENTS_CHANNEL).await {
+                Ok(()) => Some(listener),
+                Err(error) => {
+                    tracing::warn!(%error, "could not listen for events; polling instead");
+                    None
+                }
+            },
+            Err(error) => {
+                tracing::warn!(%error, "could not listen for events; polling instead");
+                None
+            }
+        };
+        EventNotifications { listener }
+    }
+}
+
+impl EventNotifications {
+    /// Completes at the next notification (or never, without a listener). A connection lost
+    /// is reconnected by sqlx on the next call, a second later; meanwhile the poll goes on.
+    pub async fn next(&mut self) {
+        match &mut self.listener {
+            Some(listener) => {
+                if let Err(error) = listener.recv().await {
+                    tracing::warn!(%error, "lost the event notifications; reconnecting");
+                    tokio::time::sleep(RELISTEN_AFTER).await;
+                }
+                // One read covers every commit notified so far.
+                while listener.next_buffered().is_some() {}
+            }
+            None => std::future::pending().await,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
