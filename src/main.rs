@@ -88,12 +88,14 @@ enum UserCommand {
         /// Read the password from standard input.
         #[arg(long)]
         password_stdin: bool,
+        /// The practice (its id); the default practice if omitted.
         #[arg(long)]
         practice: Option<String>,
     },
     /// Lists the practice's staff users, one per line: id, email, role, name, and
     /// "disabled" for those who are.
     List {
+        /// The practice (its id); the default practice if omitted.
         #[arg(long)]
         practice: Option<String>,
     },
@@ -101,6 +103,7 @@ enum UserCommand {
     Disable {
         /// The user's email.
         email: String,
+        /// The practice (its id); the default practice if omitted.
         #[arg(long)]
         practice: Option<String>,
     },
@@ -108,6 +111,7 @@ enum UserCommand {
     Enable {
         /// The user's email.
         email: String,
+        /// The practice (its id); the default practice if omitted.
         #[arg(long)]
         practice: Option<String>,
     },
@@ -116,6 +120,7 @@ enum UserCommand {
     ResetPassword {
         /// The user's email.
         email: String,
+        /// The practice (its id); the default practice if omitted.
         #[arg(long)]
         practice: Option<String>,
     },
@@ -134,12 +139,14 @@ enum TokenCommand {
         /// When the token stops working (RFC 3339, e.g. 2027-01-31T00:00:00Z).
         #[arg(long)]
         expires_at: Option<String>,
+        /// The practice (its id); the default practice if omitted.
         #[arg(long)]
         practice: Option<String>,
     },
     /// Lists API tokens, one a line: id, name, permissions, created, last used, expiry,
     /// revoked.
     List {
+        /// The practice (its id); the default practice if omitted.
         #[arg(long)]
         practice: Option<String>,
     },
