@@ -53,8 +53,9 @@ pub async fn sweep(store: &Store, keep: Duration) {
         match store.forget_deliveries(before, BATCH).await {
             Ok(batch) => {
                 swept.deleted += batch.deleted;
-                swept.never_sent += batch.never_sent;
-                // A batch is up to BATCH old ones and BATCH of deleted subscriptions.
+                swept.given_up += batch.given_up;
+                // A batch is up to BATCH old ones and BATCH of deleted subscriptions; one that
+                // deleted fewer than BATCH leaves the rest to the next sweep.
                 if batch.deleted < u64::from(BATCH) {
                     break;
                 }
@@ -69,9 +70,9 @@ pub async fn sweep(store: &Store, keep: Duration) {
     if swept.deleted > 0 {
         tracing::info!(count = swept.deleted, "old webhook deliveries deleted");
     }
-    if swept.never_sent > 0 {
+    if swept.given_up > 0 {
         tracing::warn!(
-            count = swept.never_sent,
+            count = swept.given_up,
             "webhook deliveries given up: their subscriptions stayed paused longer than the \
              events are kept"
         );

@@ -20,8 +20,9 @@ const SUBSCRIPTION_COLUMNS: &str = "id, url, label, headers, secret, previous_se
 pub struct Forgotten {
     /// Deliveries deleted, with their attempts.
     pub deleted: u64,
-    /// Of them, deliveries never sent: paused past the retention.
-    pub never_sent: u64,
+    /// Of them, deliveries given up before they were delivered: their subscription stayed
+    /// paused longer than the events are kept.
+    pub given_up: u64,
 }
 
 /// A webhook subscription as stored.
@@ -779,47 +780,59 @@ impl Store {
     }
 
     /// Deletes deliveries that wait for nothing, with their attempts: up to `batch` made
-    /// before `before` that were delivered, failed or paused, and up to `batch` more,
-    /// whenever made, of a deleted subscription (a write may commit one behind the delete,
-    /// which never goes out). A paused one waits for its subscription to be resumed as long
-    /// as the events are kept, and no longer: otherwise a subscription paused and forgotten
-    /// (its receiver gone, answering 410) would keep a row for every event, for ever.
+    /// before `before` that were delivered or failed, or that wait paused in a subscription
+    /// paused since before `before`; and up to `batch` more, whenever made, of a deleted
+    /// subscription (a write may commit one behind the delete, which never goes out). A
+    /// paused delivery waits for its subscription to be resumed as long as the events are
+    /// kept, and no longer: otherwise a subscription paused and forgotten (its receiver gone,
+    /// answering 410) would keep a row for every event, for ever. A delivery that changed
+    /// since it was read (a resume set it going) is left alone.
     pub async fn forget_deliveries(&self, before: i64, batch: u32) -> StoreResult<Forgotten> {
         let mut tx = self.begin_write().await?;
         let sql = format!(
-            "SELECT practice_id, id, status FROM (SELECT practice_id, id, status \
-             FROM webhook_deliveries WHERE created_at < $1 \
-             AND status IN ('delivered', 'failed', 'paused') LIMIT $2) aged \
-             UNION ALL SELECT practice_id, id, 'orphaned' FROM (SELECT d.practice_id, d.id \
-             FROM webhook_deliveries d WHERE d.status IN ('pending', 'paused') AND {} \
-             LIMIT $2) orphaned",
+            "SELECT practice_id, id, status, 'aged' FROM (SELECT d.practice_id, d.id, d.status \
+             FROM webhook_deliveries d WHERE d.created_at < $1 \
+             AND (d.status IN ('delivered', 'failed') OR (d.status = 'paused' AND {})) \
+             LIMIT $2) aged \
+             UNION ALL SELECT practice_id, id, status, 'orphaned' FROM (SELECT d.practice_id, \
+             d.id, d.status FROM webhook_deliveries d WHERE d.status IN ('pending', 'paused') \
+             AND {} LIMIT $2) orphaned",
+            subscription_is("s.delivery_paused <> 0 AND s.updated_at < $1"),
             subscription_is("s.deleted_at IS NOT NULL")
         );
-        let old: Vec<(String, String, String)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        let old: Vec<(String, String, String, String)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(before)
             .bind(i64::from(batch))
             .fetch_all(&mut *tx)
             .await?;
-        for (practice_id, id, _) in &old {
-            for table in ["webhook_attempts", "webhook_deliveries"] {
-                let column = if table == "webhook_attempts" {
-                    "delivery_id"
-                } else {
-                    "id"
-                };
-                let sql = format!("DELETE FROM {table} WHERE practice_id = $1 AND {column} = $2");
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(practice_id)
-                    .bind(id)
-                    .execute(&mut *tx)
-                    .await?;
+        let mut forgotten = Forgotten::default();
+        for (practice_id, id, status, why) in &old {
+            // As it was read: on PostgreSQL a resume may have committed since, and a delivery
+            // of a deleted subscription's may be listed twice.
+            let gone = sqlx::query(
+                "DELETE FROM webhook_deliveries WHERE practice_id = $1 AND id = $2 \
+                 AND status = $3",
+            )
+            .bind(practice_id)
+            .bind(id)
+            .bind(status)
+            .execute(&mut *tx)
+            .await?;
+            if gone.rows_affected() == 0 {
+                continue;
+            }
+            sqlx::query("DELETE FROM webhook_attempts WHERE practice_id = $1 AND delivery_id = $2")
+                .bind(practice_id)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            forgotten.deleted += 1;
+            if status == "paused" && why == "aged" {
+                forgotten.given_up += 1;
             }
         }
         tx.commit().await?;
-        Ok(Forgotten {
-            deleted: old.len() as u64,
-            never_sent: old.iter().filter(|(_, _, s)| s == "paused").count() as u64,
-        })
+        Ok(forgotten)
     }
 
     /// When the next pending delivery is due (and not held by a claim), if any is; see
