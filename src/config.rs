@@ -423,7 +423,6 @@ pub fn parse_origins(list: &str) -> Result<Origins, String> {
         .map(Origins)
 }
 
-/// Parses a duration such as `12h`, `15m`, `30s`, `500ms`.
 /// A count of at least 1: a limit of none would refuse everything (a body of 0 bytes, a
 /// depth of 0), or be taken as 1 without a word.
 fn at_least_one(text: &str) -> Result<usize, String> {
@@ -434,6 +433,7 @@ fn at_least_one(text: &str) -> Result<usize, String> {
     }
 }
 
+/// Parses a duration such as `12h`, `15m`, `30s`, `500ms`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let duration = humantime::parse_duration(text.trim())
         .map_err(|e| format!("{text:?} is not a duration such as 12h, 15m or 30s: {e}"))?;

@@ -18,7 +18,7 @@ use super::store;
 use crate::auth::{self, OperationKind, Principal};
 use crate::events::Hub;
 use crate::store::events::{EVENT_TYPES, Position, StoredEvent, TOKEN_REVOKED, USER_CHANGED};
-use crate::store::{Store, StoreResult, now_ms};
+use crate::store::{Store, StoreError, StoreResult, now_ms};
 
 /// Events the feed returns when `limit` is not given.
 pub const DEFAULT_FEED_LIMIT: u32 = 100;
@@ -204,6 +204,9 @@ pub enum Cut {
     Forbidden(String),
     /// A subscription fell too far behind the events: it may resume with `after`.
     TooSlow(String),
+    /// The database could not be read (the events, an event's patient, the token again): the
+    /// client may connect again, and resume with `after`, in a moment.
+    Unavailable(String),
 }
 
 /// The connection a subscription runs on, as the transport (websocket, Server-Sent Events)
@@ -268,9 +271,13 @@ impl Connection {
                 false
             }
             Err(auth::AuthError::Store(error)) => {
-                // Not known to be refused: the next event checks again.
+                // Not known to be refused, nor allowed: no event goes out on a token that may
+                // have been revoked (no later event would check it again).
                 tracing::warn!(%error, "could not check a subscriber's token again");
-                true
+                self.cut(Cut::Unavailable(
+                    "The token could not be checked again: connect again in a moment".into(),
+                ));
+                false
             }
             Err(refused) => {
                 let reason = match refused {
@@ -413,11 +420,7 @@ impl Follower {
                         Err(error) => {
                             // Passed over, the event would be lost to this subscriber without
                             // a word: it resumes from the one before.
-                            tracing::warn!(%error, "could not read an event's patient");
-                            self.connection.cut(Cut::TooSlow(format!(
-                                "The events could not be read: resume with after: {}",
-                                self.last
-                            )));
+                            self.unreadable(&error, "could not read an event's patient");
                             return std::future::pending().await;
                         }
                     }
@@ -444,11 +447,7 @@ impl Follower {
                     }
                     Ok((events, false)) => self.waiting.extend(events),
                     Err(error) => {
-                        tracing::warn!(%error, "could not read the events to replay");
-                        self.connection.cut(Cut::TooSlow(format!(
-                            "The events could not be read: resume with after: {}",
-                            self.last
-                        )));
+                        self.unreadable(&error, "could not read the events to replay");
                         return std::future::pending().await;
                     }
                 }
@@ -482,6 +481,16 @@ impl Follower {
                 Err(RecvError::Closed) => return None,
             }
         }
+    }
+
+    /// Ends the connection on a read that failed (said in the log as `what`): the client
+    /// resumes after the last event looked at, which nothing after it was sent past.
+    fn unreadable(&self, error: &StoreError, what: &str) {
+        tracing::warn!(%error, "{what}");
+        self.connection.cut(Cut::Unavailable(format!(
+            "The events could not be read: resume with after: {}",
+            self.last
+        )));
     }
 
     /// The next batch of events kept after the last one looked at, and whether events after

@@ -230,6 +230,7 @@ impl Following {
 fn cut_body(cut: Option<Cut>) -> Value {
     let (code, message) = match cut {
         Some(Cut::TooSlow(reason)) => (code::CONSUMER_TOO_SLOW, reason),
+        Some(Cut::Unavailable(reason)) => (code::SERVICE_UNAVAILABLE, reason),
         Some(Cut::Forbidden(reason)) => (code::UNAUTHENTICATED, reason),
         None => (code::UNAUTHENTICATED, "The subscription ended".to_string()),
     };

@@ -5,11 +5,12 @@
 //! (4409), has no `connection_init` timeout (4408), and sends validation errors as `next`
 //! rather than `error`.
 //!
-//! A connection goes: upgrade (counted against its address's rate, offered the subprotocol) →
+//! A connection goes: upgrade (counted against its address's rate, offered the subprotocol;
+//! each message after it counts against that rate too, before it is read) →
 //! `connection_init` within `PRACTICE_WS_INIT_TIMEOUT` with the token in its payload
 //! (`{"x-token": ...}`) or the upgrade's `x-token` header → `connection_ack` → any number of
-//! `subscribe`s, each through the pipeline's stages (prepare, authenticate again, limit,
-//! execute) → `next`s, then `complete` or `error` (a subscription's `error` may come after
+//! `subscribe`s, each through the pipeline's stages (authenticate again, limit: the token is
+//! known without the document, which is read after; prepare, permit, execute) → `next`s, then `complete` or `error` (a subscription's `error` may come after
 //! its `next`s: CURSOR_EXPIRED, when the events it catches up on are swept away). Close codes:
 //!
 //! | code | when |
@@ -21,7 +22,8 @@
 //! | 4408 | no `connection_init` in time |
 //! | 4409 | `subscribe` with the id of a subscription still running |
 //! | 4429 | a second `connection_init` |
-//! | 1008 | a subscriber too slow to keep up with the events (it resumes with `after`) |
+//! | 1008 | a subscriber too slow to keep up with the events (it resumes with `after`), or messages past the address's rate |
+//! | 1013 | the database could not be read for a subscription: connect again in a moment (and resume with `after`) |
 //! | 1009 | a message over [`MAX_MESSAGE_BYTES`] (RFC 6455's "message too big") |
 //! | 1001 | the server is stopping |
 
@@ -262,6 +264,7 @@ async fn serve(mut socket: WebSocket, start: Start) {
             why = cut => break Some(match why {
                 Cut::Forbidden(reason) => Close::new(4403, reason),
                 Cut::TooSlow(reason) => Close::new(1008, reason),
+                Cut::Unavailable(reason) => Close::new(1013, reason),
             }),
             () = expiry => break Some(Close::new(4403, "The token has expired")),
             _ = pings.tick() => {

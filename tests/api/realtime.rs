@@ -1764,7 +1764,7 @@ async fn a_subscriber_outside_a_patients_access_groups_gets_none_of_its_events(
 }
 
 /// When the read of an event's patient fails (for a subscriber kept to access groups), the
-/// event is not passed over without a word: the connection closes, naming the cursor to resume
+/// event is not passed over without a word: the connection closes (1013: try again later), naming the cursor to resume
 /// from, and the subscription resumed there gets the event. The read is made to fail by taking
 /// the patients' table away from under the server, and the event written beside it, as another
 /// process would.
@@ -1808,7 +1808,7 @@ async fn a_subscriber_whose_patient_check_fails_is_closed_with_its_cursor(#[case
         .execute(&mut outside)
         .await
         .expect("rename back");
-    assert_eq!(code, 1008, "{reason}");
+    assert_eq!(code, 1013, "{reason}");
     let resume = format!("resume with after: {}", id_of(&live));
     assert!(reason.contains(&resume), "{reason}");
 
@@ -1822,6 +1822,49 @@ async fn a_subscriber_whose_patient_check_fails_is_closed_with_its_cursor(#[case
     let event = again.event().await;
     assert_eq!(event["eventType"], "patient.updated", "{event}");
     assert_eq!(event["identifiers"]["patientId"], json!(open), "{event}");
+}
+
+/// When the token cannot be checked again at an event about it (the database could not be
+/// read), the connection closes (1013: try again later) rather than going on with a token that
+/// may have been revoked: no later event would check it. The check is made to fail by taking
+/// the tokens' table away, and the event written beside it, as another process would.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_subscriber_whose_token_cannot_be_checked_again_is_closed(#[case] engine: Engine) {
+    use sqlx::Connection as _;
+    let app = spawn!(engine);
+    let (token_id, token) = api_token(&app, &["patients:read"], None).await;
+    let mut ws = Ws::connect(&app, &token).await;
+    ws.follow("s", json!({ "types": ["patient.created"] }))
+        .await;
+    make_live(&mut ws, &app).await;
+
+    let mut outside = sqlx::AnyConnection::connect(&app.database_url)
+        .await
+        .expect("connect");
+    let run = |sql: String| sqlx::query(sqlx::AssertSqlSafe(sql));
+    run("ALTER TABLE tokens RENAME TO tokens_away".into())
+        .execute(&mut outside)
+        .await
+        .expect("rename");
+    run(format!(
+        "INSERT INTO events (practice_id, occurred_at, event_type, token_id) \
+         VALUES ('{}', {}, 'token.revoked', '{token_id}')",
+        app.practice_id,
+        chrono::Utc::now().timestamp_millis()
+    ))
+    .execute(&mut outside)
+    .await
+    .expect("an event");
+    let (code, reason) = ws.closed().await;
+    run("ALTER TABLE tokens_away RENAME TO tokens".into())
+        .execute(&mut outside)
+        .await
+        .expect("rename back");
+    assert_eq!(code, 1013, "{reason}");
+    assert!(reason.contains("could not be checked again"), "{reason}");
 }
 
 #[rstest]
