@@ -1763,6 +1763,42 @@ async fn a_subscriber_outside_a_patients_access_groups_gets_none_of_its_events(
     assert_eq!(what(&ws.event().await), created(&open));
 }
 
+/// Takes `table` away from under the server (renamed), writes an event of `event_type` naming
+/// `(column, id)` as another process would, and waits for `ws` to close: its code and reason.
+/// The table is put back before this returns.
+async fn closed_with_table_away(
+    app: &TestApp,
+    ws: &mut Ws,
+    table: &str,
+    event_type: &str,
+    (column, id): (&str, &str),
+) -> (u16, String) {
+    use sqlx::Connection as _;
+    let mut outside = sqlx::AnyConnection::connect(&app.database_url)
+        .await
+        .expect("connect");
+    let run = |sql: String| sqlx::query(sqlx::AssertSqlSafe(sql));
+    run(format!("ALTER TABLE {table} RENAME TO {table}_away"))
+        .execute(&mut outside)
+        .await
+        .expect("rename");
+    run(format!(
+        "INSERT INTO events (practice_id, occurred_at, event_type, {column}) \
+         VALUES ('{}', {}, '{event_type}', '{id}')",
+        app.practice_id,
+        chrono::Utc::now().timestamp_millis()
+    ))
+    .execute(&mut outside)
+    .await
+    .expect("an event");
+    let closed = ws.closed().await;
+    run(format!("ALTER TABLE {table}_away RENAME TO {table}"))
+        .execute(&mut outside)
+        .await
+        .expect("rename back");
+    closed
+}
+
 /// When the read of an event's patient fails (for a subscriber kept to access groups), the
 /// event is not passed over without a word: the connection closes (1013: try again later), naming the cursor to resume
 /// from, and the subscription resumed there gets the event. The read is made to fail by taking
@@ -1773,7 +1809,6 @@ async fn a_subscriber_outside_a_patients_access_groups_gets_none_of_its_events(
 #[case::postgres(Engine::Postgres)]
 #[tokio::test]
 async fn a_subscriber_whose_patient_check_fails_is_closed_with_its_cursor(#[case] engine: Engine) {
-    use sqlx::Connection as _;
     let app = spawn!(engine);
     let open = app.patient("Open", "Record").await;
     let email = app.user("practitioner", "kept@example.com").await;
@@ -1786,28 +1821,14 @@ async fn a_subscriber_whose_patient_check_fails_is_closed_with_its_cursor(#[case
     .await;
     let live = make_live(&mut ws, &app).await;
 
-    let mut outside = sqlx::AnyConnection::connect(&app.database_url)
-        .await
-        .expect("connect");
-    let run = |sql: String| sqlx::query(sqlx::AssertSqlSafe(sql));
-    run("ALTER TABLE patients RENAME TO patients_away".into())
-        .execute(&mut outside)
-        .await
-        .expect("rename");
-    run(format!(
-        "INSERT INTO events (practice_id, occurred_at, event_type, patient_id) \
-         VALUES ('{}', {}, 'patient.updated', '{open}')",
-        app.practice_id,
-        chrono::Utc::now().timestamp_millis()
-    ))
-    .execute(&mut outside)
-    .await
-    .expect("an event");
-    let (code, reason) = ws.closed().await;
-    run("ALTER TABLE patients_away RENAME TO patients".into())
-        .execute(&mut outside)
-        .await
-        .expect("rename back");
+    let (code, reason) = closed_with_table_away(
+        &app,
+        &mut ws,
+        "patients",
+        "patient.updated",
+        ("patient_id", &open),
+    )
+    .await;
     assert_eq!(code, 1013, "{reason}");
     let resume = format!("resume with after: {}", id_of(&live));
     assert!(reason.contains(&resume), "{reason}");
@@ -1833,7 +1854,6 @@ async fn a_subscriber_whose_patient_check_fails_is_closed_with_its_cursor(#[case
 #[case::postgres(Engine::Postgres)]
 #[tokio::test]
 async fn a_subscriber_whose_token_cannot_be_checked_again_is_closed(#[case] engine: Engine) {
-    use sqlx::Connection as _;
     let app = spawn!(engine);
     let (token_id, token) = api_token(&app, &["patients:read"], None).await;
     let mut ws = Ws::connect(&app, &token).await;
@@ -1841,28 +1861,14 @@ async fn a_subscriber_whose_token_cannot_be_checked_again_is_closed(#[case] engi
         .await;
     make_live(&mut ws, &app).await;
 
-    let mut outside = sqlx::AnyConnection::connect(&app.database_url)
-        .await
-        .expect("connect");
-    let run = |sql: String| sqlx::query(sqlx::AssertSqlSafe(sql));
-    run("ALTER TABLE tokens RENAME TO tokens_away".into())
-        .execute(&mut outside)
-        .await
-        .expect("rename");
-    run(format!(
-        "INSERT INTO events (practice_id, occurred_at, event_type, token_id) \
-         VALUES ('{}', {}, 'token.revoked', '{token_id}')",
-        app.practice_id,
-        chrono::Utc::now().timestamp_millis()
-    ))
-    .execute(&mut outside)
-    .await
-    .expect("an event");
-    let (code, reason) = ws.closed().await;
-    run("ALTER TABLE tokens_away RENAME TO tokens".into())
-        .execute(&mut outside)
-        .await
-        .expect("rename back");
+    let (code, reason) = closed_with_table_away(
+        &app,
+        &mut ws,
+        "tokens",
+        "token.revoked",
+        ("token_id", &token_id),
+    )
+    .await;
     assert_eq!(code, 1013, "{reason}");
     assert!(reason.contains("could not be checked again"), "{reason}");
 }
