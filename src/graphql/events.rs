@@ -414,8 +414,8 @@ impl Follower {
                 if event.position() <= self.last {
                     continue;
                 }
-                let sent = if self.wanted(&event) {
-                    match self.sees_patient(&event).await {
+                let sent = self.wanted(&event)
+                    && match self.sees_patient(&event).await {
                         Ok(sees) => sees,
                         Err(error) => {
                             // Passed over, the event would be lost to this subscriber without
@@ -423,10 +423,7 @@ impl Follower {
                             self.unreadable(&error, "could not read an event's patient");
                             return std::future::pending().await;
                         }
-                    }
-                } else {
-                    false
-                };
+                    };
                 self.last = event.position();
                 if sent {
                     return Some(Ok(event));

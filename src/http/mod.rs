@@ -207,8 +207,8 @@ pub struct RequestId(pub String);
 
 /// What browsers of the configured origins may do (CORS): call `/graphql` with a token, an
 /// idempotency key and JSON, and read the headers that say where they stand. Browsers of any
-/// other origin get no `Access-Control-Allow-Origin`, and so no answer they can read. None when no origin is
-/// configured.
+/// other origin get no `Access-Control-Allow-Origin`, and so no answer they can read. None
+/// when no origin is configured.
 fn cors(origins: &[HeaderValue]) -> Option<CorsLayer> {
     if origins.is_empty() {
         return None;

@@ -10,8 +10,9 @@
 //! `connection_init` within `PRACTICE_WS_INIT_TIMEOUT` with the token in its payload
 //! (`{"x-token": ...}`) or the upgrade's `x-token` header → `connection_ack` → any number of
 //! `subscribe`s, each through the pipeline's stages (authenticate again, limit: the token is
-//! known without the document, which is read after; prepare, permit, execute) → `next`s, then `complete` or `error` (a subscription's `error` may come after
-//! its `next`s: CURSOR_EXPIRED, when the events it catches up on are swept away). Close codes:
+//! known without the document, which is read after; prepare, permit, execute) → `next`s,
+//! then `complete` or `error` (a subscription's `error` may come after its `next`s:
+//! CURSOR_EXPIRED, when the events it catches up on are swept away). Close codes:
 //!
 //! | code | when |
 //! |---|---|

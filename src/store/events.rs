@@ -487,9 +487,6 @@ pub struct EventNotifications {
 /// The channel the trigger notifies.
 const EVENTS_CHANNEL: &str = "practice_events";
 
-/// How long a lost listener waits before it listens again.
-const RELISTEN_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
-
 impl Store {
     /// Listens for the events committed through any instance: on PostgreSQL, a connection of
     /// its own; on SQLite, or when it cannot listen (said in the log), nothing ever comes,
@@ -498,14 +495,9 @@ impl Store {
         if self.engine() != Engine::Postgres {
             return EventNotifications { listener: None };
         }
-        let listener = match sqlx::postgres::PgListener::connect(self.url()).await {
-            Ok(mut listener) => match listener.listen(EVENTS_CHANNEL).await {
-                Ok(()) => Some(listener),
-                Err(error) => {
-                    tracing::warn!(%error, "could not listen for events; polling instead");
-                    None
-                }
-            },
+        // sqlx connects it again by itself when it is lost; the poll covers the gap.
+        let listener = match super::listen(self.url(), EVENTS_CHANNEL, true).await {
+            Ok(listener) => Some(listener),
             Err(error) => {
                 tracing::warn!(%error, "could not listen for events; polling instead");
                 None
@@ -523,7 +515,7 @@ impl EventNotifications {
             Some(listener) => {
                 if let Err(error) = listener.recv().await {
                     tracing::warn!(%error, "lost the event notifications; reconnecting");
-                    tokio::time::sleep(RELISTEN_AFTER).await;
+                    tokio::time::sleep(super::RELISTEN_AFTER).await;
                 }
                 // One read covers every commit notified so far.
                 while listener.next_buffered().is_some() {}

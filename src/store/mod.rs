@@ -131,6 +131,23 @@ impl Engine {
     }
 }
 
+/// How long a listener of PostgreSQL's notifications that lost its connection waits before
+/// it listens again.
+const RELISTEN_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A connection of its own listening on PostgreSQL's `channel`; `reconnect`: whether sqlx
+/// connects it again by itself once it is lost (what was notified meanwhile is missed).
+async fn listen(
+    url: &str,
+    channel: &str,
+    reconnect: bool,
+) -> Result<sqlx::postgres::PgListener, sqlx::Error> {
+    let mut listener = sqlx::postgres::PgListener::connect(url).await?;
+    listener.eager_reconnect(reconnect);
+    listener.listen(channel).await?;
+    Ok(listener)
+}
+
 /// A list of ids as the JSON array [`Engine::in_list`] reads.
 fn json_list(ids: &[String]) -> String {
     serde_json::Value::from(ids).to_string()

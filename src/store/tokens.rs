@@ -255,9 +255,6 @@ impl super::Store {
 /// token's validity or a staff user changes.
 const CREDENTIALS_CHANNEL: &str = "practice_credentials";
 
-/// How long the watch waits before listening again after its connection was lost.
-const RELISTEN_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
-
 /// What this instance knows of changes to tokens and staff users, for a cache of who may call
 /// (`auth::TokenCache`): a number that moves on at every such change, and whether this
 /// instance hears of every change made anywhere. It hears of its own changes as it commits
@@ -472,7 +469,9 @@ impl super::Store {
         let watch = std::sync::Arc::downgrade(&self.credentials);
         tokio::spawn(async move {
             loop {
-                match listen(&url).await {
+                // It does not reconnect by itself: the watch does, after it has stopped
+                // trusting what it heard.
+                match super::listen(&url, CREDENTIALS_CHANNEL, false).await {
                     Ok(listener) => {
                         if !supervise(listener, &pool, &watch).await {
                             return;
@@ -483,7 +482,7 @@ impl super::Store {
                 if watch.strong_count() == 0 {
                     return;
                 }
-                tokio::time::sleep(RELISTEN_AFTER).await;
+                tokio::time::sleep(super::RELISTEN_AFTER).await;
             }
         });
     }
@@ -495,15 +494,6 @@ const HEARTBEAT_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 const HEARTBEAT_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 /// What a heartbeat's payload starts with: it changes nothing, and no cache forgets for it.
 const HEARTBEAT: &str = "heartbeat:";
-
-/// A connection listening on the channel, which does not reconnect by itself (the watch does,
-/// after it has stopped trusting what it heard).
-async fn listen(url: &str) -> Result<sqlx::postgres::PgListener, sqlx::Error> {
-    let mut listener = sqlx::postgres::PgListener::connect(url).await?;
-    listener.eager_reconnect(false);
-    listener.listen(CREDENTIALS_CHANNEL).await?;
-    Ok(listener)
-}
 
 /// Hears changes on `listener` for as long as its notifications are known to arrive: until
 /// the connection ends, a heartbeat is not heard back in time (a connection that died

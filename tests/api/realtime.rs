@@ -1725,6 +1725,22 @@ async fn disabling_a_user_or_changing_their_password_closes_their_subscriptions(
     one.cut_off().await;
 }
 
+/// A practitioner (a staff user kept to access groups) made with `email`, signed in and
+/// following `patient.created` and `patient.updated` live over a websocket: the session's
+/// token, the socket, and the probe event that made it live.
+async fn practitioner_following_patients(app: &TestApp, email: &str) -> (String, Ws, Value) {
+    let email = app.user("practitioner", email).await;
+    let session = app.sign_in(&email, PASSWORD).await;
+    let mut ws = Ws::connect(app, &session).await;
+    ws.follow(
+        "s",
+        json!({ "types": ["patient.created", "patient.updated"] }),
+    )
+    .await;
+    let live = make_live(&mut ws, app).await;
+    (session, ws, live)
+}
+
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]
 #[case::postgres(Engine::Postgres)]
@@ -1741,16 +1757,8 @@ async fn a_subscriber_outside_a_patients_access_groups_gets_none_of_its_events(
         json!({ "p": secret, "g": group }),
     )
     .await;
-    let email = app.user("practitioner", "out@example.com").await;
-    let session = app.sign_in(&email, PASSWORD).await;
-    let mut ws = Ws::connect(&app, &session).await;
     // The patients' events (the group's own creation is an event the outsider may see).
-    ws.follow(
-        "s",
-        json!({ "types": ["patient.created", "patient.updated"] }),
-    )
-    .await;
-    make_live(&mut ws, &app).await;
+    let (_, mut ws, _) = practitioner_following_patients(&app, "out@example.com").await;
     // A change to the hidden patient, then one to a patient in no group: only the second
     // reaches the outsider.
     mutate(
@@ -1811,15 +1819,7 @@ async fn closed_with_table_away(
 async fn a_subscriber_whose_patient_check_fails_is_closed_with_its_cursor(#[case] engine: Engine) {
     let app = spawn!(engine);
     let open = app.patient("Open", "Record").await;
-    let email = app.user("practitioner", "kept@example.com").await;
-    let session = app.sign_in(&email, PASSWORD).await;
-    let mut ws = Ws::connect(&app, &session).await;
-    ws.follow(
-        "s",
-        json!({ "types": ["patient.created", "patient.updated"] }),
-    )
-    .await;
-    let live = make_live(&mut ws, &app).await;
+    let (session, mut ws, live) = practitioner_following_patients(&app, "kept@example.com").await;
 
     let (code, reason) = closed_with_table_away(
         &app,
