@@ -2,14 +2,13 @@
 
 use async_graphql::{Context, ID, InputObject, MaybeUndefined, Object, Result};
 
-use super::access::{authorize, authorize_write};
+use super::access::{authorize, authorize_write, reader};
 use super::error::{OrFail, bad_input};
 use super::input::{MAX_TEXT_CHARS, optional_lines, optional_text};
 use super::objects::{Booking, BookingData, BookingStatus, ResponsePayload, envelope};
 use super::options::{DateRange, QueryOptions};
 use super::pagination::Pagination;
 use super::scalars::{Date, DateTime};
-use super::store;
 use crate::auth::OperationKind;
 use crate::domain::limits::{MAX_METADATA_KEY_CHARS, MAX_METADATA_VALUE_CHARS};
 use crate::domain::{Record, Refusal};
@@ -225,24 +224,22 @@ pub struct BookingQueries;
 
 #[Object]
 impl BookingQueries {
-    /// One booking, by id; null if the practice has none with this id. Cancelled bookings are
-    /// returned too, with `deleted` set. Needs `bookings:read` or `query:booking`.
+    /// One booking, by id; null if the practice has none with this id, or if its patient is
+    /// hidden from the caller by access groups. Cancelled bookings are returned too, with
+    /// `deleted` set. Needs `bookings:read` or `query:booking`.
     async fn booking(
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "The booking's id.")] id: ID,
     ) -> Result<Option<Booking>> {
         let principal = authorize(ctx, OperationKind::Query)?;
-        let found = store(ctx)
-            .practice(&principal.practice_id)
-            .find_booking(&id)
-            .await
-            .or_fail()?;
+        let found = reader(ctx, principal).find_booking(&id).await.or_fail()?;
         Ok(found.map(|b| Booking::read(ctx, b)))
     }
 
     /// A page of bookings, by start time. Cancelled bookings are left out unless
-    /// `options.includeDeleted`. Needs `bookings:read` or `query:bookings`.
+    /// `options.includeDeleted`, and those of patients hidden from the caller by access groups
+    /// always. Needs `bookings:read` or `query:bookings`.
     async fn bookings(
         &self,
         ctx: &Context<'_>,
@@ -274,7 +271,7 @@ impl BookingQueries {
             updated: options.updated_at.map(DateRange::bounds).transpose()?,
             ..Default::default()
         };
-        BookingData::fetch(ctx, &principal.practice_id, &filter, page).await
+        BookingData::fetch(ctx, principal, &filter, page).await
     }
 }
 

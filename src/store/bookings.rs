@@ -261,22 +261,53 @@ impl super::Keyed for Booking {
 }
 
 impl PracticeStore<'_> {
-    /// The bookings with these ids, by id, cancelled ones included.
+    /// The bookings with these ids that the viewer sees, by id, cancelled ones included.
     pub async fn bookings_by_ids(&self, ids: &[String]) -> StoreResult<HashMap<String, Booking>> {
-        self.by_ids("bookings", &BOOKING_COLUMNS, ids).await
+        if self.viewer.is_none() || ids.is_empty() {
+            return self.by_ids("bookings", &BOOKING_COLUMNS, ids).await;
+        }
+        let mut args = Args::default();
+        let ids_param = args.add(super::json_list(ids).as_str());
+        let sql = format!(
+            "SELECT {} FROM bookings WHERE practice_id = $1 AND id {}{}",
+            *BOOKING_COLUMNS,
+            self.store.engine.in_list_at(&ids_param),
+            self.visible_bookings(&mut args)
+        );
+        let rows: Vec<Booking> = args
+            .bind(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id))
+            .fetch_all(self.read())
+            .await?;
+        Ok(rows.into_iter().map(|b| (b.id.clone(), b)).collect())
     }
 
-    /// The booking with this id, cancelled ones included.
+    /// The booking with this id, cancelled ones included, if the viewer sees it.
     pub async fn find_booking(&self, id: &str) -> StoreResult<Option<Booking>> {
+        let mut args = Args::default();
+        let id_param = args.add(id);
         let sql = format!(
-            "SELECT {} FROM bookings WHERE practice_id = $1 AND id = $2",
-            *BOOKING_COLUMNS
+            "SELECT {} FROM bookings WHERE practice_id = $1 AND id = {id_param}{}",
+            *BOOKING_COLUMNS,
+            self.visible_bookings(&mut args)
         );
-        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .bind(self.practice_id)
-            .bind(id)
+        Ok(args
+            .bind(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id))
             .fetch_optional(self.read())
             .await?)
+    }
+
+    /// The condition that keeps `bookings` to those of patients the viewer sees (a booking of
+    /// a patient hidden from them does not exist for them either, as its events do not), with
+    /// its parameter added to `args`; empty for a viewer who sees every patient.
+    fn visible_bookings(&self, args: &mut Args) -> String {
+        if self.viewer.is_none() {
+            return String::new();
+        }
+        format!(
+            " AND EXISTS (SELECT 1 FROM patients WHERE patients.practice_id = bookings.practice_id \
+             AND patients.id = bookings.patient_id{})",
+            self.visible_patients(args, "patients")
+        )
     }
 
     /// A page of bookings, by start time.
@@ -342,6 +373,7 @@ impl PracticeStore<'_> {
             sql += ")";
         }
         sql += &time_filters(args, filter.created, filter.updated);
+        sql += &self.visible_bookings(args);
         sql
     }
 
@@ -491,14 +523,16 @@ impl PracticeStore<'_> {
         change: &impl Fn(&mut Booking) -> Result<(), Refusal>,
     ) -> StoreResult<Change<Booking>> {
         let mut tx = self.begin_write().await?;
+        let mut args = Args::default();
+        let id_param = args.add(id);
         let sql = format!(
-            "UPDATE bookings SET updated_at = updated_at WHERE practice_id = $1 AND id = $2 \
-             RETURNING {}",
+            "UPDATE bookings SET updated_at = updated_at WHERE practice_id = $1 AND id = \
+             {id_param}{} RETURNING {}",
+            self.visible_bookings(&mut args),
             *BOOKING_COLUMNS
         );
-        let found: Option<Booking> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .bind(self.practice_id)
-            .bind(id)
+        let found: Option<Booking> = args
+            .bind(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id))
             .fetch_optional(&mut *tx)
             .await?;
         let Some(mut booking) = found else {

@@ -748,6 +748,7 @@ async fn access_groups_hide_a_patient_from_staff_outside_them(#[case] engine: En
     assert_eq!(body["data"]["patients"]["data"], json!([]), "{body}");
     let body = app.gql(Some(&out), list, json!({ "s": "Se" })).await;
     assert_eq!(body["data"]["patients"]["data"], json!([]), "{body}");
+    // Nor does its booking (tested whole below).
     let body = app
         .gql(
             Some(&out),
@@ -755,7 +756,7 @@ async fn access_groups_hide_a_patient_from_staff_outside_them(#[case] engine: En
             json!({ "id": booking }),
         )
         .await;
-    assert_eq!(body["data"]["booking"]["patient"], Value::Null, "{body}");
+    assert_eq!(body["data"]["booking"], Value::Null, "{body}");
     let events = "{ events(limit: 500) { data { eventType identifiers { patientId } } } }";
     let done = app
         .gql(
@@ -918,6 +919,166 @@ async fn access_groups_hide_a_patient_from_staff_outside_them(#[case] engine: En
         )
         .await;
     assert_eq!(body["data"]["patient"]["id"], secret.as_str(), "{body}");
+}
+
+/// A practitioner in these access groups only, signed in: their id, and the session's
+/// token.
+pub(crate) async fn staff_in_groups(
+    app: &TestApp,
+    email: &str,
+    groups: &[&str],
+) -> (String, String) {
+    let user = app.user("practitioner", email).await;
+    let users = app
+        .ok(
+            "{ users(pagination: { pageSize: 100 }) { data { id email } } }",
+            json!({}),
+        )
+        .await;
+    let id = users["users"]["data"]
+        .as_array()
+        .expect("users")
+        .iter()
+        .find(|u| u["email"] == user.as_str())
+        .expect("user")["id"]
+        .clone();
+    let body = app
+        .ok(
+            "mutation($id: ID!, $g: [ID!]) { updateUser(id: $id, input: { accessGroupIds: $g }) { error } }",
+            json!({ "id": id, "g": groups }),
+        )
+        .await;
+    assert_eq!(body["updateUser"]["error"], Value::Null, "{body}");
+    let id = id.as_str().expect("id").to_string();
+    (id, app.sign_in(&user, PASSWORD).await)
+}
+
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_booking_of_a_hidden_patient_is_hidden_too(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let oncology = define(&app, "access_groups", "oncology").await;
+    let psychiatry = define(&app, "access_groups", "psychiatry").await;
+    let doctor = app.doctor("Grace", "Hopper").await;
+    let open = app.patient("Open", "Record").await;
+    let secret = app.patient("Secret", "Record").await;
+    change(
+        &app,
+        "mutation($p: ID!, $g: ID!) { addPatientAccessGroup(patientId: $p, accessGroupId: $g) { error } }",
+        json!({ "p": secret, "g": psychiatry }),
+    )
+    .await;
+    let book = "mutation($p: ID!, $d: ID!, $s: DateTime!, $e: DateTime!) { createBooking(bookingData: { patient: $p, doctor: $d, start: $s, end: $e }) { data { id } error } }";
+    let mut booked = Vec::new();
+    for (patient, hour) in [(&open, 9), (&secret, 10)] {
+        let done = change(
+            &app,
+            book,
+            json!({ "p": patient, "d": doctor, "s": format!("2031-01-01T{hour:02}:00:00Z"), "e": format!("2031-01-01T{hour:02}:30:00Z") }),
+        )
+        .await;
+        booked.push(done["data"]["id"].as_str().expect("booking").to_string());
+    }
+    let (theirs, hidden) = (&booked[0], &booked[1]);
+    change(
+        &app,
+        "mutation($id: ID!) { updateBookingMetadata(bookingId: $id, key: \"k\", value: \"v\") { error } }",
+        json!({ "id": hidden }),
+    )
+    .await;
+    let (_, out) = staff_in_groups(&app, "out@example.com", &[&oncology]).await;
+    let (_, inside) = staff_in_groups(&app, "in@example.com", &[&psychiatry]).await;
+
+    // Every read: by id, the practice's list (with metadata filter), the doctor's list.
+    let reads = "query($id: ID!, $d: ID!) { booking(id: $id) { id } \
+                 bookings(pagination: { pageSize: 100 }) { data { id } pageInfo { hasMore } } \
+                 tagged: bookings(filters: { metadata: { key: \"k\" } }) { data { id } } \
+                 user(id: $d) { bookings(start: \"2031-01-01\", end: \"2031-01-01\", pageSize: 100) { data { id } } } }";
+    let body = app
+        .gql(Some(&out), reads, json!({ "id": hidden, "d": doctor }))
+        .await;
+    assert!(body.get("errors").is_none(), "{body}");
+    let data = &body["data"];
+    assert_eq!(data["booking"], Value::Null, "{body}");
+    assert_eq!(
+        data["bookings"]["data"],
+        json!([{ "id": theirs }]),
+        "{body}"
+    );
+    assert_eq!(data["bookings"]["pageInfo"]["hasMore"], false, "{body}");
+    assert_eq!(data["tagged"]["data"], json!([]), "{body}");
+    assert_eq!(
+        data["user"]["bookings"]["data"],
+        json!([{ "id": theirs }]),
+        "{body}"
+    );
+    let body = app
+        .gql(Some(&inside), reads, json!({ "id": hidden, "d": doctor }))
+        .await;
+    assert!(body.get("errors").is_none(), "{body}");
+    let data = &body["data"];
+    assert_eq!(data["booking"]["id"], hidden.as_str(), "{body}");
+    assert_eq!(
+        data["bookings"]["data"],
+        json!([{ "id": theirs }, { "id": hidden }]),
+        "{body}"
+    );
+    assert_eq!(data["tagged"]["data"], json!([{ "id": hidden }]), "{body}");
+
+    // Every write by the booking's id: not found, and nothing changed.
+    let writes = [
+        (
+            "updateBooking",
+            "mutation($id: ID!) { updateBooking(id: $id, bookingData: { comments: \"x\" }) { error } }",
+        ),
+        (
+            "updateBookingJourney",
+            "mutation($id: ID!) { updateBookingJourney(id: $id, bookingJourneyInput: { journeyStage: arrived }) { error } }",
+        ),
+        (
+            "updateBookingMetadata",
+            "mutation($id: ID!) { updateBookingMetadata(bookingId: $id, key: \"k\", value: \"w\") { error } }",
+        ),
+        (
+            "deleteBookingMetadata",
+            "mutation($id: ID!) { deleteBookingMetadata(bookingId: $id, key: \"k\") { error } }",
+        ),
+        // Last, as a cancelled booking changes no more.
+        (
+            "deleteBooking",
+            "mutation($id: ID!) { deleteBooking(id: $id) { error } }",
+        ),
+    ];
+    for (field, mutation) in writes {
+        let done = app.gql(Some(&out), mutation, json!({ "id": hidden })).await;
+        assert_eq!(
+            done["data"][field]["error"],
+            format!("No booking with id {hidden}"),
+            "{field}: {done}"
+        );
+    }
+    let state = "query($id: ID!) { booking(id: $id) { comments deleted metadata { key value } bookingJourney { arrived } } }";
+    let unchanged = json!({ "booking": { "comments": null, "deleted": false, "metadata": [{ "key": "k", "value": "v" }], "bookingJourney": { "arrived": null } } });
+    assert_eq!(app.ok(state, json!({ "id": hidden })).await, unchanged);
+    // The outsider still changes the booking of a patient they see; the insider, this one.
+    let done = app
+        .gql(Some(&out), writes[0].1, json!({ "id": theirs }))
+        .await;
+    assert_eq!(
+        done["data"]["updateBooking"]["error"],
+        Value::Null,
+        "{done}"
+    );
+    for (field, mutation) in writes {
+        let done = app
+            .gql(Some(&inside), mutation, json!({ "id": hidden }))
+            .await;
+        assert_eq!(done["data"][field]["error"], Value::Null, "{field}: {done}");
+    }
+    let body = app.ok(state, json!({ "id": hidden })).await;
+    assert_eq!(body["booking"]["deleted"], true, "{body}");
 }
 
 #[rstest]

@@ -6,15 +6,14 @@ use async_graphql::{Context, ID, Lookahead, Object, Result, SimpleObject};
 
 use super::page::{PageInfo, items};
 use super::{Appointment, Booking, Location, Patient, User};
-use crate::auth::{Access, Resource};
-use crate::graphql::access::{principal, require};
+use crate::auth::{Access, Principal, Resource};
+use crate::graphql::access::{principal, reader, require};
 use crate::graphql::error::{OrFail, bad_input};
 use crate::graphql::loaders::{self, load_one};
 use crate::graphql::options::QueryOptions;
 use crate::graphql::pagination::Pagination;
 use crate::graphql::read_log::note_read;
 use crate::graphql::scalars::{Date, DateTime};
-use crate::graphql::store;
 use crate::store::PageRequest;
 use crate::store::bookings::{self as stored, BookingFields, BookingFilter};
 
@@ -130,8 +129,7 @@ impl Booking {
                 page_size: MAX_PATIENT_BOOKINGS,
             },
         };
-        let found = store(ctx)
-            .practice(&principal.practice_id)
+        let found = reader(ctx, principal)
             .list_bookings(&filter, page)
             .await
             .or_fail()?;
@@ -149,7 +147,7 @@ impl Booking {
         let principal = require(ctx, Resource::Bookings, Access::Read)?;
         let filter = patient_filter(patient_id, span, options)?;
         let request = Pagination::request(pagination)?;
-        let practice = store(ctx).practice(&principal.practice_id);
+        let practice = reader(ctx, principal);
         let page = practice.list_bookings(&filter, request).await.or_fail()?;
         let total = practice.count_bookings(&filter).await.or_fail()?;
         prime_relations(ctx, ctx.look_ahead().field("data"), &page.items).await?;
@@ -179,21 +177,21 @@ impl Booking {
             doctor_id: Some(doctor_id.to_string()),
             ..Default::default()
         };
-        BookingData::fetch(ctx, &principal.practice_id, &filter, page).await
+        BookingData::fetch(ctx, principal, &filter, page).await
     }
 }
 
 impl BookingData {
-    /// A page of the caller's practice's bookings, with the relations its selection asks for
-    /// loaded ahead: one statement per kind of record, however long the page.
+    /// A page of the caller's practice's bookings, of the patients the caller sees, with the
+    /// relations its selection asks for loaded ahead: one statement per kind of record,
+    /// however long the page.
     pub async fn fetch(
         ctx: &Context<'_>,
-        practice_id: &str,
+        caller: &Principal,
         filter: &BookingFilter,
         request: PageRequest,
     ) -> Result<Option<BookingData>> {
-        let page = store(ctx)
-            .practice(practice_id)
+        let page = reader(ctx, caller)
             .list_bookings(filter, request)
             .await
             .or_fail()?;

@@ -131,7 +131,8 @@ impl User {
         Some(&self.0.role)
     }
     /// The doctor's bookings that start or end between these dates (whole days, UTC, both
-    /// included), by start time, cancelled ones left out. Needs `bookings:read`.
+    /// included), by start time, cancelled ones and those of patients hidden from the caller
+    /// left out. Needs `bookings:read`.
     async fn bookings(
         &self,
         ctx: &Context<'_>,
