@@ -200,7 +200,8 @@ impl EventQueries {
 /// Why a connection must end before its subscriptions hand out another event.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Cut {
-    /// The token no longer works (revoked, signed out, expired) or its permissions changed.
+    /// The token no longer works (revoked, signed out, expired), or its permissions or access
+    /// groups changed.
     Forbidden(String),
     /// A subscription fell too far behind the events: it may resume with `after`.
     TooSlow(String),
@@ -216,6 +217,12 @@ pub struct Connection {
     token: String,
     principal: Mutex<Principal>,
     cut: watch::Sender<Option<Cut>>,
+}
+
+impl Cut {
+    /// The reason of a cut for a token that now reads other things than before.
+    pub const CHANGED: &'static str =
+        "The token's permissions or access groups changed: connect again";
 }
 
 impl Connection {
@@ -254,22 +261,29 @@ impl Connection {
         });
     }
 
+    /// Takes the token's holder as it was just authenticated (by a new operation on the
+    /// connection, or [`Connection::recheck`]). When it may now read other things than
+    /// before (its permissions, or the access groups that decide which patients it sees),
+    /// the connection is cut instead: the operations running on it read with the holder they
+    /// started with, and would go on reading as before. True while it reads as before.
+    pub fn refresh(&self, now: Principal) -> bool {
+        let mut held = self.principal.lock().unwrap_or_else(|e| e.into_inner());
+        if now.permissions == held.permissions && now.patient_groups == held.patient_groups {
+            *held = now;
+            return true;
+        }
+        drop(held);
+        self.cut(Cut::Forbidden(Cut::CHANGED.into()));
+        false
+    }
+
     /// Checks the token again, in the database (an event about it may come before this
     /// instance's cache hears of the change); cuts the connection when it no longer works, or
-    /// allows other things than before. True while it works as before.
+    /// reads other things than before (see [`Connection::refresh`]). True while it works as
+    /// before.
     pub async fn recheck(&self, store: &Store) -> bool {
-        let was = self.principal();
         match auth::authenticate(store, None, &self.token).await {
-            Ok(now) if now.permissions == was.permissions => {
-                *self.principal.lock().unwrap_or_else(|e| e.into_inner()) = now;
-                true
-            }
-            Ok(_) => {
-                self.cut(Cut::Forbidden(
-                    "The token's permissions changed: connect again".into(),
-                ));
-                false
-            }
+            Ok(now) => self.refresh(now),
             Err(auth::AuthError::Store(error)) => {
                 // Not known to be refused, nor allowed: no event goes out on a token that may
                 // have been revoked (no later event would check it again).
@@ -309,11 +323,11 @@ impl EventSubscription {
     /// The practice's changes as they happen, those the caller may read (see Query.events).
     /// With `after`, the events kept after that cursor come first, in order, then live ones,
     /// with no gap and none twice. The connection is closed (4403 on a websocket) when its
-    /// token is revoked, signed out or expires, or its permissions change, before another
-    /// event is sent. A subscriber that falls behind catches up from the log; one that falls
-    /// behind again and again is closed (1008 on a websocket), and resumes with `after`. A
-    /// catch-up whose events the retention's sweep deletes as it reads ends the subscription
-    /// with CURSOR_EXPIRED.
+    /// token is revoked, signed out or expires, or its permissions or access groups change,
+    /// before another event is sent. A subscriber that falls behind catches up from the log;
+    /// one that falls behind again and again is closed (1008 on a websocket), and resumes with
+    /// `after`. A catch-up whose events the retention's sweep deletes as it reads ends the
+    /// subscription with CURSOR_EXPIRED.
     async fn events(
         &self,
         ctx: &Context<'_>,

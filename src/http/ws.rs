@@ -18,7 +18,7 @@
 //! |---|---|
 //! | 4400 | a message that is not one of the protocol's, or malformed |
 //! | 4401 | `subscribe` before `connection_ack` |
-//! | 4403 | the token is missing or refused, stops working (revoked, signed out, expired, its permissions changed), or holds too many connections |
+//! | 4403 | the token is missing or refused, stops working (revoked, signed out, expired), reads other things than before (its permissions or access groups changed), or holds too many connections |
 //! | 4406 | no `graphql-transport-ws` subprotocol |
 //! | 4408 | no `connection_init` in time |
 //! | 4409 | `subscribe` with the id of a subscription still running |
@@ -494,6 +494,10 @@ impl Session {
             .authenticate_token(Some(&acked.token))
             .await
             .map_err(|rejection| Close::new(4403, format!("Forbidden: {}", rejection.message)))?;
+        // What the connection's subscriptions read by (see `Connection::refresh`).
+        if !acked.connection.refresh(principal.clone()) {
+            return Err(Close::new(4403, Cut::CHANGED));
+        }
         if let Err(rejection) = pipeline.limit(Some(&principal), self.start.address) {
             return Ok(Err(rejection));
         }
