@@ -39,7 +39,8 @@ pub struct Principal {
     /// When that token expires (milliseconds), if it does.
     pub expires_at: Option<i64>,
     /// The access groups of a staff user who sees only the patients of their groups (and
-    /// those in none); None for who sees every patient: admins and API tokens.
+    /// those in none), sorted, each once: the same groups are the same list, however the user
+    /// was given them. None for who sees every patient: admins and API tokens.
     pub patient_groups: Option<Vec<String>>,
 }
 
@@ -117,13 +118,14 @@ pub async fn authenticate(
             .ok_or(AuthError::Invalid)?;
         let id = token.user_id.clone().ok_or(AuthError::Invalid)?;
         if role != Role::Admin {
-            patient_groups = Some(
-                grant
-                    .user_access_groups
-                    .as_deref()
-                    .and_then(|json| serde_json::from_str(json).ok())
-                    .unwrap_or_default(),
-            );
+            let mut groups: Vec<String> = grant
+                .user_access_groups
+                .as_deref()
+                .and_then(|json| serde_json::from_str(json).ok())
+                .unwrap_or_default();
+            groups.sort_unstable();
+            groups.dedup();
+            patient_groups = Some(groups);
         }
         let actor = Actor {
             kind: ActorKind::User,

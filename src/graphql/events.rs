@@ -210,6 +210,12 @@ pub enum Cut {
     Unavailable(String),
 }
 
+impl Cut {
+    /// The reason of a cut for a token that now reads other things than before.
+    pub const CHANGED: &'static str =
+        "The token's permissions or access groups changed: connect again";
+}
+
 /// The connection a subscription runs on, as the transport (websocket, Server-Sent Events)
 /// hands it to the schema: the token it authenticated with, what that token allows now, and
 /// where to say that the connection must end.
@@ -217,12 +223,6 @@ pub struct Connection {
     token: String,
     principal: Mutex<Principal>,
     cut: watch::Sender<Option<Cut>>,
-}
-
-impl Cut {
-    /// The reason of a cut for a token that now reads other things than before.
-    pub const CHANGED: &'static str =
-        "The token's permissions or access groups changed: connect again";
 }
 
 impl Connection {

@@ -263,22 +263,10 @@ impl super::Keyed for Booking {
 impl PracticeStore<'_> {
     /// The bookings with these ids that the viewer sees, by id, cancelled ones included.
     pub async fn bookings_by_ids(&self, ids: &[String]) -> StoreResult<HashMap<String, Booking>> {
-        if self.viewer.is_none() || ids.is_empty() {
-            return self.by_ids("bookings", &BOOKING_COLUMNS, ids).await;
-        }
-        let mut args = Args::default();
-        let ids_param = args.add(super::json_list(ids).as_str());
-        let sql = format!(
-            "SELECT {} FROM bookings WHERE practice_id = $1 AND id {}{}",
-            *BOOKING_COLUMNS,
-            self.store.engine.in_list_at(&ids_param),
-            self.visible_bookings(&mut args)
-        );
-        let rows: Vec<Booking> = args
-            .bind(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id))
-            .fetch_all(self.read())
-            .await?;
-        Ok(rows.into_iter().map(|b| (b.id.clone(), b)).collect())
+        self.by_ids_seen("bookings", &BOOKING_COLUMNS, ids, |args| {
+            self.visible_bookings(args)
+        })
+        .await
     }
 
     /// The booking with this id, cancelled ones included, if the viewer sees it.

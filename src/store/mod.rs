@@ -736,6 +736,39 @@ impl<'a> PracticeStore<'a> {
             .collect())
     }
 
+    /// [`PracticeStore::by_ids`], keeping to the rows the viewer sees: `visible` gives the
+    /// condition that does (beginning with AND), its parameters added to the arguments after
+    /// the list of ids. For a viewer who sees every patient, `by_ids` as it is.
+    async fn by_ids_seen<T>(
+        &self,
+        table: &str,
+        columns: &str,
+        ids: &[String],
+        visible: impl FnOnce(&mut Args) -> String,
+    ) -> StoreResult<HashMap<String, T>>
+    where
+        T: for<'r> FromRow<'r, AnyRow> + Keyed + Send + Unpin,
+    {
+        if self.viewer.is_none() || ids.is_empty() {
+            return self.by_ids(table, columns, ids).await;
+        }
+        let mut args = Args::default();
+        let list = args.add(json_list(ids).as_str());
+        let sql = format!(
+            "SELECT {columns} FROM {table} WHERE practice_id = $1 AND id {}{}",
+            self.store.engine.in_list_at(&list),
+            visible(&mut args)
+        );
+        let rows: Vec<T> = args
+            .bind(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.practice_id))
+            .fetch_all(self.read())
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| (row.key().to_string(), row))
+            .collect())
+    }
+
     /// Runs `sql`, a read whose `$1` is the practice and whose `$2` is a list of ids, read
     /// with [`Engine::in_list`].
     async fn read_for_ids<T>(&self, sql: &str, ids: &[String]) -> StoreResult<Vec<T>>

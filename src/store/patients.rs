@@ -385,24 +385,13 @@ impl PracticeStore<'_> {
         Ok(found.is_some())
     }
 
-    /// The patients with these ids, by id (ids the practice does not have are left out).
+    /// The patients with these ids that the viewer sees, by id (ids the practice does not
+    /// have are left out).
     pub async fn patients_by_ids(&self, ids: &[String]) -> StoreResult<HashMap<String, Patient>> {
-        if self.viewer.is_none() || ids.is_empty() {
-            return self.by_ids("patients", &PATIENT_COLUMNS, ids).await;
-        }
-        let visible = self.visible_patients_at("patients", "$3");
-        let sql = format!(
-            "SELECT {} FROM patients WHERE practice_id = $1 AND id {}{visible}",
-            *PATIENT_COLUMNS,
-            self.store.engine.in_list(2)
-        );
-        let rows: Vec<Patient> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .bind(self.practice_id)
-            .bind(json_list(ids))
-            .bind(json_list(self.viewer.unwrap_or_default()))
-            .fetch_all(self.read())
-            .await?;
-        Ok(rows.into_iter().map(|p| (p.id.clone(), p)).collect())
+        self.by_ids_seen("patients", &PATIENT_COLUMNS, ids, |args| {
+            self.visible_patients(args, "patients")
+        })
+        .await
     }
 
     /// A page of patients, by last name then first name. A search of three characters or

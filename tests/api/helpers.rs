@@ -463,6 +463,37 @@ impl TestApp {
         email.to_string()
     }
 
+    /// Adds a practitioner kept to these access groups to the default practice, signed in:
+    /// their id, and the session's token.
+    pub async fn staff_in_groups(&self, email: &str, groups: &[&str]) -> (String, String) {
+        let email = self.user("practitioner", email).await;
+        let session = self.sign_in(&email, PASSWORD).await;
+        let me = self
+            .gql(Some(&session), "{ currentUser { id } }", json!({}))
+            .await;
+        let id = me["data"]["currentUser"]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{me}"))
+            .to_string();
+        self.set_groups(&id, groups).await;
+        (id, session)
+    }
+
+    /// Puts staff user `id` in exactly these access groups (with the admin token).
+    pub async fn set_groups(&self, id: &str, groups: &[&str]) {
+        let body = self
+            .ok(
+                "mutation($id: ID!, $g: [ID!]) { updateUser(id: $id, input: { accessGroupIds: $g }) { data { accessGroupIds } error } }",
+                json!({ "id": id, "g": groups }),
+            )
+            .await;
+        assert_eq!(
+            body["updateUser"]["data"]["accessGroupIds"],
+            json!(groups),
+            "{body}"
+        );
+    }
+
     /// Adds a doctor ("Dr FIRST LAST") to the default practice; returns their id.
     pub async fn doctor(&self, first: &str, last: &str) -> String {
         let email = format!(

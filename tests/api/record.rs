@@ -673,47 +673,15 @@ async fn access_groups_hide_a_patient_from_staff_outside_them(#[case] engine: En
         .to_string();
 
     // A practitioner in oncology only; another in psychiatry.
-    let outsider = app.user("practitioner", "out@example.com").await;
-    let insider = app.user("practitioner", "in@example.com").await;
-    let users = app
-        .ok(
-            "{ users(pagination: { pageSize: 100 }) { data { id email } } }",
-            json!({}),
-        )
-        .await;
-    let id_of = |email: &str| {
-        users["users"]["data"]
-            .as_array()
-            .expect("users")
-            .iter()
-            .find(|u| u["email"] == email)
-            .expect("user")["id"]
-            .as_str()
-            .expect("id")
-            .to_string()
-    };
-    for (email, group) in [(&outsider, &oncology), (&insider, &psychiatry)] {
-        let body = app
-            .ok(
-                "mutation($id: ID!, $g: [ID!]) { updateUser(id: $id, input: { accessGroupIds: $g }) { data { accessGroupIds } error } }",
-                json!({ "id": id_of(email), "g": [group] }),
-            )
-            .await;
-        assert_eq!(
-            body["updateUser"]["data"]["accessGroupIds"],
-            json!([group]),
-            "{body}"
-        );
-    }
+    let (outsider, out) = app.staff_in_groups("out@example.com", &[&oncology]).await;
+    let (_, inside) = app.staff_in_groups("in@example.com", &[&psychiatry]).await;
     let body = app
         .ok(
             "mutation($id: ID!) { updateUser(id: $id, input: { accessGroupIds: [\"nope\"] }) { error } }",
-            json!({ "id": id_of(&outsider) }),
+            json!({ "id": outsider }),
         )
         .await;
     assert_eq!(body["updateUser"]["error"], "No access group with id nope");
-    let out = app.sign_in(&outsider, PASSWORD).await;
-    let inside = app.sign_in(&insider, PASSWORD).await;
 
     // The outsider: the patient does not exist, in every read.
     let body = app
@@ -921,38 +889,6 @@ async fn access_groups_hide_a_patient_from_staff_outside_them(#[case] engine: En
     assert_eq!(body["data"]["patient"]["id"], secret.as_str(), "{body}");
 }
 
-/// A practitioner in these access groups only, signed in: their id, and the session's
-/// token.
-pub(crate) async fn staff_in_groups(
-    app: &TestApp,
-    email: &str,
-    groups: &[&str],
-) -> (String, String) {
-    let user = app.user("practitioner", email).await;
-    let users = app
-        .ok(
-            "{ users(pagination: { pageSize: 100 }) { data { id email } } }",
-            json!({}),
-        )
-        .await;
-    let id = users["users"]["data"]
-        .as_array()
-        .expect("users")
-        .iter()
-        .find(|u| u["email"] == user.as_str())
-        .expect("user")["id"]
-        .clone();
-    let body = app
-        .ok(
-            "mutation($id: ID!, $g: [ID!]) { updateUser(id: $id, input: { accessGroupIds: $g }) { error } }",
-            json!({ "id": id, "g": groups }),
-        )
-        .await;
-    assert_eq!(body["updateUser"]["error"], Value::Null, "{body}");
-    let id = id.as_str().expect("id").to_string();
-    (id, app.sign_in(&user, PASSWORD).await)
-}
-
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]
 #[case::postgres(Engine::Postgres)]
@@ -988,8 +924,8 @@ async fn a_booking_of_a_hidden_patient_is_hidden_too(#[case] engine: Engine) {
         json!({ "id": hidden }),
     )
     .await;
-    let (_, out) = staff_in_groups(&app, "out@example.com", &[&oncology]).await;
-    let (_, inside) = staff_in_groups(&app, "in@example.com", &[&psychiatry]).await;
+    let (_, out) = app.staff_in_groups("out@example.com", &[&oncology]).await;
+    let (_, inside) = app.staff_in_groups("in@example.com", &[&psychiatry]).await;
 
     // Every read: by id, the practice's list (with metadata filter), the doctor's list.
     let reads = "query($id: ID!, $d: ID!) { booking(id: $id) { id } \
@@ -1026,6 +962,30 @@ async fn a_booking_of_a_hidden_patient_is_hidden_too(#[case] engine: Engine) {
         "{body}"
     );
     assert_eq!(data["tagged"]["data"], json!([{ "id": hidden }]), "{body}");
+    let total = "query($id: ID!) { patient(id: $id) { bookingsWithPagination(start: \"2031-01-01\", end: \"2031-01-01\") { meta { total } } } }";
+    let body = app.gql(Some(&inside), total, json!({ "id": secret })).await;
+    assert_eq!(
+        body["data"]["patient"]["bookingsWithPagination"]["meta"]["total"], 1,
+        "{body}"
+    );
+    // The events feed's bookings, loaded by id, are the viewer's too: the outsider's feed
+    // names the booking of the patient they see, and nothing of the other.
+    let feed =
+        "{ events(limit: 500, eventTypes: [\"booking.created\"]) { data { booking { id } } } }";
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let body = loop {
+        let body = app.gql(Some(&out), feed, json!({})).await;
+        if body.to_string().contains(theirs.as_str()) {
+            break body;
+        }
+        assert!(std::time::Instant::now() < until, "{body}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        body["data"]["events"]["data"],
+        json!([{ "booking": { "id": theirs } }]),
+        "{body}"
+    );
 
     // Every write by the booking's id: not found, and nothing changed.
     let writes = [

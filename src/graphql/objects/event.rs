@@ -83,7 +83,8 @@ impl Event {
         Ok(patient.map(|p| Patient::read(ctx, p)))
     }
     /// The booking the event names, as it is now (cancelled ones included); null if it names
-    /// none. Needs `bookings:read`.
+    /// none, or its patient is now one hidden from the caller by access groups. Needs
+    /// `bookings:read`.
     async fn booking(&self, ctx: &Context<'_>) -> Result<Option<Booking>> {
         let Some(id) = &self.0.booking_id else {
             return Ok(None);
