@@ -125,6 +125,9 @@ impl Limits {
 enum Weight {
     /// A page: its `pagination: { pageSize }` argument, 25 by default.
     Paged,
+    /// A page when its `pagination` argument is given (as [`Weight::Paged`]), else at most
+    /// this many.
+    PagedOr(usize),
     /// A page chosen by its own `pageSize` argument, 25 by default.
     PageSize,
     /// At most this many.
@@ -173,7 +176,7 @@ const WEIGHTS: &[(&str, &str, Weight)] = &[
     ),
     // A relationship's contact keeps one phone.
     ("PatientRelationshipContact", "phones", Weight::AtMost(1)),
-    ("Patient", "bookings", Weight::AtMost(MAX_PATIENT_BOOKINGS)),
+    ("Patient", "bookings", Weight::PagedOr(MAX_PATIENT_BOOKINGS)),
     ("Patient", "bookingsWithPagination", Weight::Paged),
     ("User", "bookings", Weight::PageSize),
     ("Booking", "metadata", Weight::AtMost(MAX_METADATA_ENTRIES)),
@@ -614,9 +617,12 @@ impl<'d> Walker<'d> {
                 Some(ConstValue::Number(n)) => n.as_u64().unwrap_or(1).max(1),
                 _ => u64::from(*default),
             },
-            Weight::Paged => match self.argument(field, "pagination") {
+            Weight::Paged | Weight::PagedOr(_) => match self.argument(field, "pagination") {
                 Some(ConstValue::Object(p)) => page_size(p.get("pageSize").cloned()),
-                _ => u64::from(DEFAULT_PAGE_SIZE),
+                _ => match weight {
+                    Weight::PagedOr(most) => *most as u64,
+                    _ => u64::from(DEFAULT_PAGE_SIZE),
+                },
             },
         }
     }
@@ -756,6 +762,18 @@ mod tests {
             serde_json::json!({}),
         );
         assert_eq!(m.cost, 1 + 1 + MAX_PATIENT_BOOKINGS as u64);
+        // Given a page, the patient's bookings weigh its size.
+        let m = measure_of(
+            "query($p: Pagination) { patient(id: \"1\") { bookings(start: \"2026-01-01\", end: \"2026-01-02\", pagination: $p) { id } } }",
+            serde_json::json!({ "p": { "pageSize": 10 } }),
+        );
+        assert_eq!(m.cost, 1 + 1 + 10);
+        // README's page of 100 patients, each with a page of 10 of their bookings.
+        let m = measure_of(
+            "{ patients(pagination: { pageSize: 100 }) { data { id bookings(start: \"2026-01-01\", end: \"2026-01-02\", pagination: { pageSize: 10 }) { id } } } }",
+            serde_json::json!({}),
+        );
+        assert_eq!(m.cost, 1_301);
         // Types are followed through fragments: the booking's patient's labels weigh 20.
         let m = measure_of(
             "{ booking(id: \"1\") { ...B } } fragment B on Booking { patient { labels { id } } }",
