@@ -277,6 +277,12 @@ impl Connection {
         false
     }
 
+    /// Takes the token's holder as it was just authenticated, whatever it may now read: for a
+    /// connection that runs no subscription, where nothing reads by the holder it had.
+    pub fn replace(&self, now: Principal) {
+        *self.principal.lock().unwrap_or_else(|e| e.into_inner()) = now;
+    }
+
     /// Checks the token again, in the database (an event about it may come before this
     /// instance's cache hears of the change); cuts the connection when it no longer works, or
     /// reads other things than before (see [`Connection::refresh`]). True while it works as

@@ -18,7 +18,7 @@
 //! |---|---|
 //! | 4400 | a message that is not one of the protocol's, or malformed |
 //! | 4401 | `subscribe` before `connection_ack` |
-//! | 4403 | the token is missing or refused, stops working (revoked, signed out, expired), reads other things than before (its permissions or access groups changed), or holds too many connections |
+//! | 4403 | the token is missing or refused, stops working (revoked, signed out, expired), reads other things than its subscriptions started with (its permissions or access groups changed), or holds too many connections |
 //! | 4406 | no `graphql-transport-ws` subprotocol |
 //! | 4408 | no `connection_init` in time |
 //! | 4409 | `subscribe` with the id of a subscription still running |
@@ -276,8 +276,8 @@ async fn serve(mut socket: WebSocket, start: Start) {
             () = &mut stopping => break Some(Close::new(1001, "The server is stopping")),
         }
     };
-    for (_, handle) in session.running.drain() {
-        handle.abort();
+    for (_, running) in session.running.drain() {
+        running.handle.abort();
     }
     metrics::gauge!(prometheus::WEBSOCKETS).decrement(1.0);
     if let Some(Close(code, reason)) = close {
@@ -304,7 +304,15 @@ struct Session {
     start: Start,
     acked: Option<Acked>,
     /// The operations running, by id.
-    running: HashMap<String, AbortHandle>,
+    running: HashMap<String, Running>,
+}
+
+/// An operation running on the connection.
+struct Running {
+    handle: AbortHandle,
+    /// A subscription, which reads by the connection's holder (`Connection::principal`); a
+    /// query or mutation reads by the holder it started with.
+    follows: bool,
 }
 
 impl Session {
@@ -411,9 +419,9 @@ impl Session {
                     ));
                 }
                 match self.subscribe(&id, params).await? {
-                    Ok(stream) => {
+                    Ok((stream, follows)) => {
                         let (stream, handle) = futures_util::stream::abortable(stream);
-                        self.running.insert(id, handle);
+                        self.running.insert(id, Running { handle, follows });
                         outputs.push(stream.boxed());
                         Ok(Vec::new())
                     }
@@ -422,8 +430,8 @@ impl Session {
             }
             "complete" => {
                 let id = id(&message)?;
-                if let Some(handle) = self.running.remove(&id) {
-                    handle.abort();
+                if let Some(running) = self.running.remove(&id) {
+                    running.handle.abort();
                 }
                 Ok(Vec::new())
             }
@@ -476,7 +484,7 @@ impl Session {
         &mut self,
         id: &str,
         params: Params,
-    ) -> Result<Result<BoxStream<'static, (String, Out)>, Rejection>, Close> {
+    ) -> Result<Result<(BoxStream<'static, (String, Out)>, bool), Rejection>, Close> {
         let Some(acked) = &self.acked else {
             return Err(Close::new(4401, "Unauthorized"));
         };
@@ -494,8 +502,11 @@ impl Session {
             .authenticate_token(Some(&acked.token))
             .await
             .map_err(|rejection| Close::new(4403, format!("Forbidden: {}", rejection.message)))?;
-        // What the connection's subscriptions read by (see `Connection::refresh`).
-        if !acked.connection.refresh(principal.clone()) {
+        // What the connection's subscriptions read by (see `Connection::refresh`): with none
+        // running, nothing reads by what it was, and it is just replaced.
+        if !self.running.values().any(|r| r.follows) {
+            acked.connection.replace(principal.clone());
+        } else if !acked.connection.refresh(principal.clone()) {
             return Err(Close::new(4403, Cut::CHANGED));
         }
         if let Err(rejection) = pipeline.limit(Some(&principal), self.start.address) {
@@ -524,7 +535,7 @@ impl Session {
                 Ok(stream) => stream,
                 Err(rejection) => return Ok(Err(rejection)),
             };
-            return Ok(Ok(subscription_messages(id, stream)));
+            return Ok(Ok((subscription_messages(id, stream), true)));
         }
         // A query or mutation: one result, then complete.
         let limit = self.start.app.request_timeout;
@@ -541,7 +552,7 @@ impl Session {
             futures_util::stream::iter(outs.into_iter().map(move |out| (id.clone(), out)))
         })
         .flatten();
-        Ok(Ok(single.boxed()))
+        Ok(Ok((single.boxed(), false)))
     }
 }
 

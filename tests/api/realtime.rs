@@ -1771,16 +1771,16 @@ async fn a_subscriber_outside_a_patients_access_groups_gets_none_of_its_events(
     assert_eq!(what(&ws.event().await), created(&open));
 }
 
-/// A connection reads by the access groups its token had when it last checked it: when they
-/// change, the connection is closed (4403), whether it is following events at the time (the
-/// user's change is an event it checks the token again at) or subscribes after the change.
-/// Left open, it went on reading by the old groups (the events of patients in a group the user
-/// had left, say).
+/// A websocket reads by the access groups its user has now. One following events when they
+/// change is closed (4403): the user's change is an event it checks the token again at, and
+/// its subscriptions read by the groups they started with. One with nothing running reads by
+/// the new groups from its next subscribe. Before, both went on reading by the groups of
+/// `connection_init` (the events of patients in a group the user had left, say).
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]
 #[case::postgres(Engine::Postgres)]
 #[tokio::test]
-async fn a_connection_whose_access_groups_change_is_closed(#[case] engine: Engine) {
+async fn a_websocket_reads_by_its_users_access_groups_now(#[case] engine: Engine) {
     let app = spawn!(engine);
     let oncology = crate::record::define(&app, "access_groups", "oncology").await;
     let psychiatry = crate::record::define(&app, "access_groups", "psychiatry").await;
@@ -1799,15 +1799,43 @@ async fn a_connection_whose_access_groups_change_is_closed(#[case] engine: Engin
     assert_eq!(code, 4403, "{reason}");
     assert!(reason.contains("access groups changed"), "{reason}");
 
-    // Connected, with nothing running, when the groups change: the next subscribe closes it.
+    // Connected, with nothing running, when the user joins psychiatry again: the next
+    // subscription sees a psychiatry patient's change.
+    let secret = app.patient("Secret", "Record").await;
+    mutate(
+        &app,
+        "mutation($p: ID!, $g: ID!) { addPatientAccessGroup(patientId: $p, accessGroupId: $g) { error } }",
+        json!({ "p": secret, "g": psychiatry }),
+    )
+    .await;
     let mut idle = Ws::connect(&app, &session).await;
     idle.still_open(&app).await;
     app.set_groups(&user, &[&oncology, &psychiatry]).await;
     idle.follow("s", json!({ "types": ["patient.updated"] }))
         .await;
-    let (code, reason) = idle.closed().await;
-    assert_eq!(code, 4403, "{reason}");
-    assert!(reason.contains("access groups changed"), "{reason}");
+    // The subscription is live once a change to a patient in no group reaches it.
+    let open = app.patient("Open", "Record").await;
+    let touch = "mutation($id: ID!) { updatePatient(id: $id, patientData: { occupation: \"x\" }) { error } }";
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        mutate(&app, touch, json!({ "id": open })).await;
+        if idle
+            .event_within(Duration::from_millis(500))
+            .await
+            .is_some()
+        {
+            break;
+        }
+        assert!(Instant::now() < until, "the subscription never went live");
+    }
+    mutate(&app, touch, json!({ "id": secret })).await;
+    let event = loop {
+        let event = idle.event().await;
+        if event["identifiers"]["patientId"] != json!(open) {
+            break event;
+        }
+    };
+    assert_eq!(event["identifiers"]["patientId"], json!(secret), "{event}");
 
     // A connection made after the change goes on when the same groups are given again in
     // another order: the event of the user's change comes before the probe's.
