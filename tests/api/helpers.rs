@@ -479,6 +479,24 @@ impl TestApp {
         (id, session)
     }
 
+    /// Adds a patient in access group `group`, whom only admins, API tokens and staff in the
+    /// group see; returns their id.
+    pub async fn patient_in_group(&self, first: &str, last: &str, group: &str) -> String {
+        let id = self.patient(first, last).await;
+        let body = self
+            .ok(
+                "mutation($p: ID!, $g: ID!) { addPatientAccessGroup(patientId: $p, accessGroupId: $g) { error } }",
+                json!({ "p": id, "g": group }),
+            )
+            .await;
+        assert_eq!(
+            body["addPatientAccessGroup"]["error"],
+            Value::Null,
+            "{body}"
+        );
+        id
+    }
+
     /// Puts staff user `id` in exactly these access groups (with the admin token).
     pub async fn set_groups(&self, id: &str, groups: &[&str]) {
         let body = self

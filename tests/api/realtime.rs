@@ -1750,13 +1750,7 @@ async fn a_subscriber_outside_a_patients_access_groups_gets_none_of_its_events(
 ) {
     let app = spawn!(engine);
     let group = crate::record::define(&app, "access_groups", "psychiatry").await;
-    let secret = app.patient("Secret", "Record").await;
-    mutate(
-        &app,
-        "mutation($p: ID!, $g: ID!) { addPatientAccessGroup(patientId: $p, accessGroupId: $g) { error } }",
-        json!({ "p": secret, "g": group }),
-    )
-    .await;
+    let secret = app.patient_in_group("Secret", "Record", &group).await;
     // The patients' events (the group's own creation is an event the outsider may see).
     let (_, mut ws, _) = practitioner_following_patients(&app, "out@example.com").await;
     // A change to the hidden patient, then one to a patient in no group: only the second
@@ -1801,13 +1795,7 @@ async fn a_websocket_reads_by_its_users_access_groups_now(#[case] engine: Engine
 
     // Connected, with nothing running, when the user joins psychiatry again: the next
     // subscription sees a psychiatry patient's change.
-    let secret = app.patient("Secret", "Record").await;
-    mutate(
-        &app,
-        "mutation($p: ID!, $g: ID!) { addPatientAccessGroup(patientId: $p, accessGroupId: $g) { error } }",
-        json!({ "p": secret, "g": psychiatry }),
-    )
-    .await;
+    let secret = app.patient_in_group("Secret", "Record", &psychiatry).await;
     let mut idle = Ws::connect(&app, &session).await;
     idle.still_open(&app).await;
     app.set_groups(&user, &[&oncology, &psychiatry]).await;

@@ -899,13 +899,7 @@ async fn a_booking_of_a_hidden_patient_is_hidden_too(#[case] engine: Engine) {
     let psychiatry = define(&app, "access_groups", "psychiatry").await;
     let doctor = app.doctor("Grace", "Hopper").await;
     let open = app.patient("Open", "Record").await;
-    let secret = app.patient("Secret", "Record").await;
-    change(
-        &app,
-        "mutation($p: ID!, $g: ID!) { addPatientAccessGroup(patientId: $p, accessGroupId: $g) { error } }",
-        json!({ "p": secret, "g": psychiatry }),
-    )
-    .await;
+    let secret = app.patient_in_group("Secret", "Record", &psychiatry).await;
     let book = "mutation($p: ID!, $d: ID!, $s: DateTime!, $e: DateTime!) { createBooking(bookingData: { patient: $p, doctor: $d, start: $s, end: $e }) { data { id } error } }";
     let mut booked = Vec::new();
     for (patient, hour) in [(&open, 9), (&secret, 10)] {

@@ -610,6 +610,11 @@ impl<'d> Walker<'d> {
             Some(ConstValue::Number(n)) => n.as_u64().unwrap_or(1).max(1),
             _ => u64::from(DEFAULT_PAGE_SIZE),
         };
+        // Its `pagination`'s page size, or `without` when it has none.
+        let paged = |without: u64| match self.argument(field, "pagination") {
+            Some(ConstValue::Object(p)) => page_size(p.get("pageSize").cloned()),
+            _ => without,
+        };
         match weight {
             Weight::AtMost(n) => *n as u64,
             Weight::PageSize => page_size(self.argument(field, "pageSize")),
@@ -617,13 +622,8 @@ impl<'d> Walker<'d> {
                 Some(ConstValue::Number(n)) => n.as_u64().unwrap_or(1).max(1),
                 _ => u64::from(*default),
             },
-            Weight::Paged | Weight::PagedOr(_) => match self.argument(field, "pagination") {
-                Some(ConstValue::Object(p)) => page_size(p.get("pageSize").cloned()),
-                _ => match weight {
-                    Weight::PagedOr(most) => *most as u64,
-                    _ => u64::from(DEFAULT_PAGE_SIZE),
-                },
-            },
+            Weight::Paged => paged(u64::from(DEFAULT_PAGE_SIZE)),
+            Weight::PagedOr(most) => paged(*most as u64),
         }
     }
 
