@@ -104,6 +104,10 @@ fn say(refusal: &Refusal) -> String {
         Refusal::PatientArchived => "the patient is archived".into(),
         Refusal::ProductTypeFixed(kind) => format!("a product keeps its type ({kind})"),
         Refusal::NotBookable(name) => format!("{name:?} is not a bookable appointment type"),
+        Refusal::ListTooLong(bound, given) => format!(
+            "a list of {given} entries is past the bound of {}",
+            bound.max()
+        ),
         Refusal::TooMany(bound) => format!(
             "the practice is at its bound of {} {}",
             bound.max(),

@@ -13,7 +13,7 @@ use thiserror::Error;
 use super::permissions::{Permissions, Role};
 use super::{SignedIn, password, secret};
 use crate::domain::limits::{MAX_METADATA_ENTRIES, MAX_SERVICES_PROVIDED};
-use crate::domain::{Denied, Record, Refusal};
+use crate::domain::{self, Denied, Record, Refusal};
 use crate::store::audit::{Actor, Author};
 use crate::store::tokens::{NewToken, TokenKind};
 use crate::store::users::{LinkPurpose, NewLink, NewUser, PasswordKept, Profile, User, UserPatch};
@@ -111,7 +111,8 @@ pub struct StaffInput {
 
 impl StaffInput {
     /// Checks every field given and returns them as a change; `prefix` names the argument in
-    /// messages ("input").
+    /// messages ("input"). Metadata past the contract's limits is a refusal
+    /// ([`StaffError::Refused`]), answered in the payload's `error`.
     pub fn check(&self, prefix: &str) -> StaffResult<UserPatch> {
         let field = |name: &str| format!("{prefix}.{name}");
         let line = |name: &str, value: &Option<Option<String>>| -> StaffResult<_> {
@@ -176,10 +177,18 @@ impl StaffInput {
             .map(|ids| text::id_list(&field("accessGroupIds"), ids, MAX_ACCESS_GROUPS_PER_USER))
             .transpose()
             .map_err(invalid)?;
+        // Past the contract's limits, metadata is refused as the practice's rule, once the
+        // rest of the input has been found sound.
+        let refusal = self
+            .metadata
+            .as_deref()
+            .and_then(domain::metadata_list_refusal);
         let metadata = match &self.metadata {
             Some(pairs) => {
-                text::metadata_list(&field("metadata"), pairs, MAX_METADATA_ENTRIES)
-                    .map_err(invalid)?;
+                if refusal.is_none() {
+                    text::metadata_list(&field("metadata"), pairs, MAX_METADATA_ENTRIES)
+                        .map_err(invalid)?;
+                }
                 Some(pairs.clone())
             }
             None => None,
@@ -190,7 +199,7 @@ impl StaffInput {
             .map(|ids| text::id_list(&field("servicesProvided"), ids, MAX_SERVICES_PROVIDED))
             .transpose()
             .map_err(invalid)?;
-        Ok(UserPatch {
+        let patch = UserPatch {
             services_provided,
             pronouns: line("pronouns", &self.pronouns)?,
             metadata,
@@ -207,7 +216,11 @@ impl StaffInput {
             medical_specialties,
             position_title: line("positionTitle", &self.position_title)?,
             minimum_treatment_age: self.minimum_treatment_age,
-        })
+        };
+        match refusal {
+            Some(refusal) => Err(StaffError::Refused(refusal)),
+            None => Ok(patch),
+        }
     }
 }
 

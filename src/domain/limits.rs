@@ -46,12 +46,11 @@ pub const MIN_INDEXED_SEARCH_CHARS: usize = 3;
 /// Most sessions `sessions` lists: a user signs in a few times a day, for 12 hours each.
 pub const MAX_SESSIONS_LISTED: usize = 200;
 
-/// Most metadata entries a booking holds; a key has at most [`MAX_METADATA_KEY_CHARS`]
-/// characters, a value at most [`MAX_METADATA_VALUE_CHARS`].
+/// Most metadata entries a booking, a product or a staff user holds (the contract's); a key
+/// has at most [`MAX_METADATA_KEY_CHARS`] characters, a value at most
+/// [`MAX_METADATA_VALUE_CHARS`]. Entries are kept in their record's row, so a list of them
+/// weighs less in a query's cost than a list of records (`graphql::pipeline::limits`).
 pub const MAX_METADATA_ENTRIES: usize = 50;
-/// Most metadata entries a product holds: fewer than a booking, as a client reads the
-/// practice's products (up to [`MAX_APPOINTMENT_TYPES`]) with theirs in one query.
-pub const MAX_METADATA_PER_PRODUCT: usize = 20;
 /// The longest id a list of ids may name: the server's ids are 36 characters; an id longer
 /// than this names nothing, and is refused without being repeated back.
 pub const MAX_ID_CHARS: usize = 64;

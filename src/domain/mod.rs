@@ -123,6 +123,9 @@ pub enum Refusal {
     Taken(Record, String),
     /// The change would pass one of the bounds of `limits`.
     TooMany(Bound),
+    /// A list given whole (a product's metadata, a new patient's custom attributes) holds
+    /// more entries than the bound (this many).
+    ListTooLong(Bound, usize),
     /// The webhook subscription is deleted: nothing of it changes any more.
     WebhookDeleted,
     /// A live subscription already sends this event type to this URL.
@@ -211,6 +214,36 @@ impl Bound {
             Bound::Webhooks => limits::MAX_WEBHOOKS,
         }
     }
+}
+
+/// Past the contract's limits on metadata (a key of at most
+/// [`MAX_METADATA_KEY_CHARS`](limits::MAX_METADATA_KEY_CHARS) characters, a value of at most
+/// [`MAX_METADATA_VALUE_CHARS`](limits::MAX_METADATA_VALUE_CHARS)), why an entry is refused: a
+/// business refusal, answered in `error`. The rest of an entry's rules (a key, no control
+/// characters) are the input's own (`text::metadata_entry`).
+pub fn metadata_entry_refusal(key: &str, value: Option<&str>) -> Option<Refusal> {
+    let chars = key.chars().count();
+    if chars > limits::MAX_METADATA_KEY_CHARS {
+        return Some(Refusal::MetadataTooLong {
+            value: false,
+            chars,
+        });
+    }
+    let chars = value.map_or(0, |v| v.chars().count());
+    (chars > limits::MAX_METADATA_VALUE_CHARS)
+        .then_some(Refusal::MetadataTooLong { value: true, chars })
+}
+
+/// Why a list of metadata given whole (a product's, a staff user's) is refused: more than
+/// [`MAX_METADATA_ENTRIES`](limits::MAX_METADATA_ENTRIES) entries, or an entry past
+/// [`metadata_entry_refusal`]'s limits.
+pub fn metadata_list_refusal(pairs: &[(String, String)]) -> Option<Refusal> {
+    if pairs.len() > limits::MAX_METADATA_ENTRIES {
+        return Some(Refusal::ListTooLong(Bound::MetadataEntries, pairs.len()));
+    }
+    pairs
+        .iter()
+        .find_map(|(key, value)| metadata_entry_refusal(key, Some(value)))
 }
 
 /// A change whose input breaks a rule of its own, whatever the state of the practice: the

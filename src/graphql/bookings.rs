@@ -10,8 +10,7 @@ use super::options::{DateRange, QueryOptions};
 use super::pagination::Pagination;
 use super::scalars::{Date, DateTime};
 use crate::auth::OperationKind;
-use crate::domain::limits::{MAX_METADATA_KEY_CHARS, MAX_METADATA_VALUE_CHARS};
-use crate::domain::{Record, Refusal};
+use crate::domain::{self, Record, Refusal};
 use crate::store::bookings::{BookingFields, BookingFilter, BookingPatch, Stage};
 use crate::store::now_ms;
 use chrono::NaiveTime;
@@ -115,20 +114,13 @@ fn video_url(value: Option<String>) -> Result<Option<String>> {
     }
 }
 
-/// Checks a metadata key and value: past the contract's limits on their lengths (key ≤ 40,
-/// value ≤ 500), a business refusal, answered in `error` as the 51st entry is; otherwise
-/// against the rest of their rules (a key, no control characters), a mistake in the input.
+/// Checks a metadata key and value: past the contract's limits on their lengths, a business
+/// refusal, answered in `error` as the 51st entry is ([`domain::metadata_entry_refusal`]);
+/// otherwise against the rest of their rules (a key, no control characters), a mistake in the
+/// input.
 fn metadata_entry(key: &str, value: Option<&str>) -> Result<Result<(), Refusal>> {
-    let chars = key.chars().count();
-    if chars > MAX_METADATA_KEY_CHARS {
-        return Ok(Err(Refusal::MetadataTooLong {
-            value: false,
-            chars,
-        }));
-    }
-    let chars = value.map_or(0, |v| v.chars().count());
-    if chars > MAX_METADATA_VALUE_CHARS {
-        return Ok(Err(Refusal::MetadataTooLong { value: true, chars }));
+    if let Some(refusal) = domain::metadata_entry_refusal(key, value) {
+        return Ok(Err(refusal));
     }
     crate::text::metadata_entry(key, value).map_err(bad_input)?;
     Ok(Ok(()))

@@ -16,7 +16,8 @@ use super::pagination::Pagination;
 use super::staff::{MetadataEntryInput, pairs};
 use super::store;
 use crate::auth::OperationKind;
-use crate::domain::limits::{MAX_LABELS_PER_PRODUCT, MAX_METADATA_PER_PRODUCT};
+use crate::domain::limits::{MAX_LABELS_PER_PRODUCT, MAX_METADATA_ENTRIES};
+use crate::domain::{self, Refusal};
 use crate::store::products::{
     PRODUCT_STATUSES, PRODUCT_TYPES, Product as StoredProduct, ProductFilter, ProductPatch,
 };
@@ -60,8 +61,8 @@ pub struct ProductDataInput {
     pub labels: MaybeUndefined<Vec<ID>>,
     /// The tax on its price; null takes it off.
     pub tax: MaybeUndefined<TaxInput>,
-    /// Its metadata: exactly these entries (at most 20; keys of 1 to 40 characters, values of
-    /// at most 500).
+    /// Its metadata: exactly these entries (at most 50; keys of 1 to 40 characters, values of
+    /// at most 500). Past those limits the change is refused in `error`.
     pub metadata: MaybeUndefined<Vec<MetadataEntryInput>>,
 }
 
@@ -117,8 +118,9 @@ fn one_of(field: &str, value: Option<String>, allowed: &[&str]) -> Result<Option
 }
 
 impl ProductDataInput {
-    /// Checks every field given and makes them a change.
-    fn check(self) -> Result<ProductPatch> {
+    /// Checks every field given and makes them a change, with the refusal of metadata past the
+    /// contract's limits when there is one.
+    fn check(self) -> Result<(ProductPatch, Option<Refusal>)> {
         let name = self
             .name
             .map(|n| required_text("productData.name", n, MAX_LINE_CHARS))
@@ -146,11 +148,17 @@ impl ProductDataInput {
             }
             None => None,
         };
+        // Past the contract's limits, metadata is refused in `error`, once the rest of the
+        // input has been found sound.
+        let mut refusal = None;
         let metadata = match patch(self.metadata) {
             Some(entries) => {
                 let entries = pairs(entries.unwrap_or_default());
-                text::metadata_list("productData.metadata", &entries, MAX_METADATA_PER_PRODUCT)
-                    .map_err(bad_input)?;
+                refusal = domain::metadata_list_refusal(&entries);
+                if refusal.is_none() {
+                    text::metadata_list("productData.metadata", &entries, MAX_METADATA_ENTRIES)
+                        .map_err(bad_input)?;
+                }
                 Some(entries)
             }
             None => None,
@@ -181,7 +189,7 @@ impl ProductDataInput {
                 )
             }
         };
-        Ok(ProductPatch {
+        let patch = ProductPatch {
             name,
             product_type: one_of("productType", self.product_type, PRODUCT_TYPES)?,
             status: one_of("status", self.status, PRODUCT_STATUSES)?,
@@ -202,7 +210,8 @@ impl ProductDataInput {
             tax_code,
             labels,
             metadata,
-        })
+        };
+        Ok((patch, refusal))
     }
 }
 
@@ -280,12 +289,15 @@ impl CatalogueMutations {
         product_data: ProductDataInput,
     ) -> Result<Option<ResponsePayload<Product>>> {
         let practice = authorize_write(ctx)?;
-        let patch = product_data.check()?;
+        let (patch, refusal) = product_data.check()?;
         let (Some(name), Some(kind)) = (&patch.name, &patch.product_type) else {
             return Err(bad_input(
                 "productData.name and productData.productType are required to create a product",
             ));
         };
+        if let Some(refusal) = refusal {
+            return envelope(ctx, Err(refusal.into()), Product);
+        }
         let mut product = StoredProduct::new(kind, name);
         patch.apply(&mut product);
         let made = practice.create_product(product).await.or_fail()?;
@@ -301,7 +313,10 @@ impl CatalogueMutations {
         #[graphql(desc = "The fields to change.")] product_data: ProductDataInput,
     ) -> Result<Option<ResponsePayload<Product>>> {
         let practice = authorize_write(ctx)?;
-        let patch = product_data.check()?;
+        let (patch, refusal) = product_data.check()?;
+        if let Some(refusal) = refusal {
+            return envelope(ctx, Err(refusal.into()), Product);
+        }
         let changed = practice.update_product(&id, &patch).await.or_fail()?;
         envelope(ctx, changed, Product)
     }

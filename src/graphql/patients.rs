@@ -20,6 +20,7 @@ use crate::auth::OperationKind;
 use crate::domain::limits::{
     MAX_ATTRIBUTES_PER_PATIENT, MAX_LABELS_PER_PATIENT, MAX_SEARCH_MATCHES,
 };
+use crate::domain::{Bound, Change, Refusal};
 use crate::store::patient_record::AttributeEntry;
 use crate::store::patients::{PatientFields, PatientFilter, PatientPatch};
 
@@ -86,7 +87,8 @@ pub struct CreatePatientDataInput {
     pub on_hold: Option<bool>,
     /// How the patient agreed to be contacted.
     pub communication_preferences: Option<PatientCommunicationPreferencesInput>,
-    /// Custom attributes (at most 50); a null entry adds none.
+    /// Custom attributes (at most 50: past that the patient is refused in `error`); a null
+    /// entry adds none.
     pub custom_attributes: Option<Vec<Option<AddCustomAttributeData>>>,
 }
 
@@ -204,7 +206,7 @@ impl CreatePatientDataInput {
     fn into_fields(
         self,
         ins_data: Option<InsInput>,
-    ) -> Result<(PatientFields, Vec<String>, Vec<AttributeEntry>)> {
+    ) -> Result<Change<(PatientFields, Vec<String>, Vec<AttributeEntry>)>> {
         let first = self.first.map(|f| name("first", f)).transpose()?;
         let last = self.last.map(|l| name("last", l)).transpose()?;
         let email = patient_email(self.email)?;
@@ -219,17 +221,18 @@ impl CreatePatientDataInput {
             .into_iter()
             .flatten()
             .collect();
-        if attributes.len() > MAX_ATTRIBUTES_PER_PATIENT {
-            return Err(bad_input(format!(
-                "patientData.customAttributes holds at most {MAX_ATTRIBUTES_PER_PATIENT} \
-                 entries, got {}",
-                attributes.len()
-            )));
-        }
-        let attributes = attributes
-            .into_iter()
-            .map(|a| record::attribute("patientData.customAttributes", a))
-            .collect::<Result<Vec<_>>>()?;
+        // More attributes than a patient holds is refused as the practice's rule (in
+        // `error`, as the 51st addPatientAttribute is), once the rest of the input has been
+        // found sound.
+        let too_many = (attributes.len() > MAX_ATTRIBUTES_PER_PATIENT)
+            .then(|| Refusal::ListTooLong(Bound::AttributesOnPatient, attributes.len()));
+        let attributes = match too_many {
+            Some(_) => Vec::new(),
+            None => attributes
+                .into_iter()
+                .map(|a| record::attribute("patientData.customAttributes", a))
+                .collect::<Result<Vec<_>>>()?,
+        };
         let place = self.place_of_birth;
         let fields = PatientFields {
             title: line("title")(self.title)?,
@@ -266,11 +269,11 @@ impl CreatePatientDataInput {
             phone_number: line("phoneNumber")(self.phone_number)?,
             comments: notes(self.comments)?,
         };
-        Ok((
-            fields,
-            label_ids(self.labels.unwrap_or_default())?,
-            attributes,
-        ))
+        let labels = label_ids(self.labels.unwrap_or_default())?;
+        Ok(match too_many {
+            Some(refusal) => Err(refusal.into()),
+            None => Ok((fields, labels, attributes)),
+        })
     }
 }
 
@@ -489,7 +492,10 @@ impl PatientMutations {
         #[graphql(desc = "The new patient's data.")] patient_data: CreatePatientDataInput,
     ) -> Result<Option<ResponsePayload<Patient>>> {
         let practice = authorize_write(ctx)?;
-        let (fields, labels, attributes) = patient_data.into_fields(ins_data)?;
+        let (fields, labels, attributes) = match patient_data.into_fields(ins_data)? {
+            Ok(parts) => parts,
+            Err(denied) => return envelope(ctx, Err(denied), Patient),
+        };
         let change = practice
             .create_patient(fields, &labels, |p| p.set_attributes(attributes))
             .await

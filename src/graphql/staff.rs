@@ -49,7 +49,8 @@ pub struct CreateUserInput {
     pub access_group_ids: Option<Vec<ID>>,
     /// Their pronouns, e.g. "she/her".
     pub pronouns: Option<String>,
-    /// Metadata entries (at most 50; keys of 1 to 40 characters, values of at most 500).
+    /// Metadata entries (at most 50; keys of 1 to 40 characters, values of at most 500). Past
+    /// those limits the change is refused in `error`.
     pub metadata: Option<Vec<MetadataEntryInput>>,
     /// The ids of the appointment types they provide (Product.id), at most 30.
     pub services_provided: Option<Vec<ID>>,
@@ -102,7 +103,9 @@ pub struct UpdateUserInput {
     pub access_group_ids: MaybeUndefined<Vec<ID>>,
     /// Their pronouns.
     pub pronouns: MaybeUndefined<String>,
-    /// Their metadata becomes exactly these entries; [] (or null) clears it.
+    /// Their metadata becomes exactly these entries (at most 50; keys of 1 to 40 characters,
+    /// values of at most 500; past those limits the change is refused in `error`); [] (or
+    /// null) clears it.
     pub metadata: MaybeUndefined<Vec<MetadataEntryInput>>,
     /// The appointment types they provide become exactly these; [] (or null) clears them.
     pub services_provided: MaybeUndefined<Vec<ID>>,
@@ -318,9 +321,10 @@ impl StaffMutations {
         #[graphql(desc = "What changes.")] input: UpdateUserInput,
     ) -> Result<Option<UserResponsePayload>> {
         let principal = authorize(ctx, OperationKind::Mutation)?;
-        let patch = StaffInput::from(input)
-            .check("input")
-            .map_err(staff_error)?;
+        let patch = match StaffInput::from(input).check("input") {
+            Ok(patch) => patch,
+            Err(error) => return refused(ctx, error).map(Some),
+        };
         let changed = writer(ctx, principal)
             .update_user(&id, &patch, &covers(principal))
             .await

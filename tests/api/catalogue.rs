@@ -289,21 +289,67 @@ async fn product_changes_are_refused_with_a_reason(#[case] engine: Engine) {
         assert_eq!(error_code(&body), "BAD_USER_INPUT", "{data}: {body}");
         assert!(error_message(&body).contains(says), "{data}: {body}");
     }
-    let too_many: Vec<Value> = (0..21)
-        .map(|i| json!({ "key": format!("k{i}"), "value": "v" }))
-        .collect();
+    // The contract's limits on metadata (50 entries, keys of 40 characters, values of 500):
+    // at them the change is made; past them, a refusal in `error`, and nothing changed.
+    let entries = |n: usize| -> Vec<Value> {
+        (0..n)
+            .map(|i| json!({ "key": format!("k{i}"), "value": "v" }))
+            .collect()
+    };
+    let longest = json!([{ "key": "k".repeat(40), "value": "v".repeat(500) }]);
+    let at_limits = update_product(&app, &id, json!({ "metadata": longest })).await;
+    assert!(at_limits["error"].is_null(), "{at_limits}");
+    let full = update_product(&app, &id, json!({ "metadata": entries(50) })).await;
+    assert!(full["error"].is_null(), "{full}");
+    for (metadata, says) in [
+        (
+            json!(entries(51)),
+            "Metadata holds at most 50 entries; this change gives 51",
+        ),
+        (
+            json!([{ "key": "k".repeat(41), "value": "v" }]),
+            "A metadata key has at most 40 characters; this one has 41",
+        ),
+        (
+            json!([{ "key": "k", "value": "v".repeat(501) }]),
+            "A metadata value has at most 500 characters; this one has 501",
+        ),
+    ] {
+        let changed = update_product(&app, &id, json!({ "metadata": metadata })).await;
+        assert_eq!(changed["error"], says, "{changed}");
+        assert!(changed["data"].is_null(), "{changed}");
+        let made = create_product(
+            &app,
+            json!({ "name": "Over", "productType": "item", "metadata": metadata }),
+        )
+        .await;
+        assert_eq!(made["error"], says, "{made}");
+    }
+    let read = app
+        .ok("{ products { data { name metadata { key } } } }", json!({}))
+        .await;
+    let products = read["products"]["data"].as_array().expect("products");
+    assert_eq!(products.len(), 1, "nothing named Over was made: {read}");
+    assert_eq!(products[0]["metadata"].as_array().map(Vec::len), Some(50));
+    // A mistake elsewhere in the input is told first.
     let body = app
         .gql(
             Some(&app.admin_token),
-            "mutation($id: ID!, $d: ProductDataInput!) { updateProduct(id: $id, productData: $d) { error } }",
-            json!({ "id": id, "d": { "metadata": too_many } }),
+            "mutation($d: ProductDataInput!) { createProduct(productData: $d) { error } }",
+            json!({ "d": { "productType": "item", "metadata": entries(51) } }),
         )
         .await;
     assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
-    assert!(
-        error_message(&body).contains("at most 20 entries"),
-        "{body}"
-    );
+    // The practice's appointment types with all their metadata fit one query's cost.
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            "{ practice { appointmentTypes { id metadata { key value } } } }",
+            json!({}),
+        )
+        .await;
+    assert!(body["errors"].is_null(), "{body}");
+    assert_eq!(body["extensions"]["cost"]["requested"], 4_402, "{body}");
     // An id of half a megabyte is refused, and not repeated back.
     let huge = "x".repeat(500_000);
     let body = app

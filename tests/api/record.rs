@@ -353,6 +353,43 @@ async fn phones_numbers_attributes_relationships_and_membership(#[case] engine: 
     )
     .await;
     assert_eq!(done["error"], "A patient has at most 50 custom attributes");
+    // A new patient given more than 50 at once is refused the same way, and not made; given
+    // 50, made with them.
+    let attributes = |n: usize| -> Vec<Value> {
+        (0..n)
+            .map(|i| json!({ "title": format!("Q{i}"), "text": "?", "response": "" }))
+            .collect()
+    };
+    let create = "mutation($d: CreatePatientDataInput!) { createPatient(patientData: $d) { data { id customAttributes { id } } error } }";
+    let done = change(
+        &app,
+        create,
+        json!({ "d": { "first": "Many", "last": "Answers", "customAttributes": attributes(51) } }),
+    )
+    .await;
+    assert_eq!(
+        done["error"],
+        "A patient has at most 50 custom attributes; this change gives 51"
+    );
+    assert!(done["data"].is_null(), "{done}");
+    let found = app
+        .ok(
+            "{ patients(search: \"Answers\") { data { id } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(found["patients"]["data"], json!([]), "not made");
+    let done = change(
+        &app,
+        create,
+        json!({ "d": { "first": "Many", "last": "Answers", "customAttributes": attributes(50) } }),
+    )
+    .await;
+    assert_eq!(
+        done["data"]["customAttributes"].as_array().map(Vec::len),
+        Some(50),
+        "{done}"
+    );
     let done = change(
         &app,
         "mutation($p: ID!, $a: ID!) { removePatientAttribute(patientId: $p, attributeId: $a) { data { customAttributes { id } } error } }",

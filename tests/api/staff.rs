@@ -1010,8 +1010,61 @@ async fn a_users_pronouns_and_metadata(#[case] engine: Engine) {
     let many: Vec<Value> = (0..51)
         .map(|n| json!({ "key": format!("k{n}"), "value": "" }))
         .collect();
+    // Past the contract's limits (50 entries, keys of 40 characters, values of 500): a
+    // refusal in `error`, on create as on update, and nothing changed.
     for (metadata, says) in [
-        (json!(many), "at most 50"),
+        (
+            json!(many),
+            "Metadata holds at most 50 entries; this change gives 51",
+        ),
+        (
+            json!([{ "key": "k".repeat(41), "value": "x" }]),
+            "A metadata key has at most 40 characters; this one has 41",
+        ),
+        (
+            json!([{ "key": "k", "value": "x".repeat(501) }]),
+            "A metadata value has at most 500 characters; this one has 501",
+        ),
+    ] {
+        let body = app
+            .gql(
+                Some(&app.admin_token),
+                &update,
+                json!({ "id": id, "i": { "metadata": metadata, "pronouns": "she/her" } }),
+            )
+            .await;
+        assert_eq!(body["data"]["updateUser"]["error"], says, "{body}");
+        assert!(body["data"]["updateUser"]["data"].is_null(), "{body}");
+        let body = create_user(
+            &app,
+            &app.admin_token,
+            json!({ "email": "over@example.com", "firstName": "O", "lastName": "V",
+                    "role": "receptionist", "metadata": metadata }),
+        )
+        .await;
+        assert_eq!(body["data"]["createUser"]["error"], says, "{body}");
+        assert!(
+            body["data"]["createUser"]["setPasswordToken"].is_null(),
+            "{body}"
+        );
+    }
+    let body = app
+        .ok(
+            "query($id: ID!) { user(id: $id) { pronouns metadata { key } } users { data { email } } }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert_eq!(
+        body["user"],
+        json!({ "pronouns": null, "metadata": [] }),
+        "unchanged"
+    );
+    assert!(
+        !body.to_string().contains("over@example.com"),
+        "no user made: {body}"
+    );
+    // The rest of an entry's rules are the input's: a mistake, a GraphQL error.
+    for (metadata, says) in [
         (
             json!([{ "key": "", "value": "x" }]),
             "key must have 1 to 40",

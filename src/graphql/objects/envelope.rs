@@ -229,6 +229,18 @@ fn sentence(refusal: &Refusal) -> String {
         Refusal::PracticeHasStaff => {
             "This practice has staff already: sign in, or ask an admin for an account".into()
         }
+        Refusal::ListTooLong(bound, given) => {
+            let max = bound.max();
+            match bound {
+                Bound::MetadataEntries => {
+                    format!("Metadata holds at most {max} entries; this change gives {given}")
+                }
+                Bound::AttributesOnPatient => format!(
+                    "A patient has at most {max} custom attributes; this change gives {given}"
+                ),
+                _ => format!("This list holds at most {max} entries; this change gives {given}"),
+            }
+        }
         Refusal::TooMany(bound) => {
             let max = bound.max();
             match bound {

@@ -21,8 +21,8 @@ use async_graphql::{Name, Positioned, Value as ConstValue, Variables};
 use crate::domain::limits::{
     MAX_ACCESS_GROUPS, MAX_ACCESS_GROUPS_PER_PATIENT, MAX_API_TOKENS, MAX_APPOINTMENT_TYPES,
     MAX_ATTEMPTS_LISTED, MAX_ATTRIBUTES_PER_PATIENT, MAX_LABELS_PER_PATIENT,
-    MAX_LABELS_PER_PRODUCT, MAX_LOCATIONS, MAX_METADATA_ENTRIES, MAX_METADATA_PER_PRODUCT,
-    MAX_NUMBER_DEFINITIONS, MAX_NUMBERS_PER_PATIENT, MAX_PATIENT_BOOKINGS, MAX_PHONES_PER_PATIENT,
+    MAX_LABELS_PER_PRODUCT, MAX_LOCATIONS, MAX_METADATA_ENTRIES, MAX_NUMBER_DEFINITIONS,
+    MAX_NUMBERS_PER_PATIENT, MAX_PATIENT_BOOKINGS, MAX_PHONES_PER_PATIENT,
     MAX_RELATIONSHIPS_PER_PATIENT, MAX_SEARCH_MATCHES, MAX_SERVICES_PROVIDED, MAX_SESSIONS_LISTED,
     MIN_INDEXED_SEARCH_CHARS,
 };
@@ -132,9 +132,18 @@ enum Weight {
     PageSize,
     /// At most this many.
     AtMost(usize),
+    /// At most this many, kept in the parent's row (metadata): read with the parent, for no
+    /// statement and no lookup of their own, so each weighs [`IN_ROW_SHARE`] of an item.
+    InRow(usize),
     /// Its `limit` argument, this many by default.
     Limit(u32),
 }
+
+/// What an entry kept in its parent's row weighs against an item of a list ([`Weight::InRow`]):
+/// a fifth. A booking's 50 metadata entries then weigh 10, so a page of 100 bookings with
+/// theirs costs 2,301 and the practice's 200 appointment types with theirs 4,402, where they
+/// would cost 10,301 and 20,402 counted as records.
+const IN_ROW_SHARE: usize = 5;
 
 /// Every field that returns a list of objects, or a page of them, and how many items it can
 /// return. A test fails when the schema has a list of objects that is not here.
@@ -179,8 +188,8 @@ const WEIGHTS: &[(&str, &str, Weight)] = &[
     ("Patient", "bookings", Weight::PagedOr(MAX_PATIENT_BOOKINGS)),
     ("Patient", "bookingsWithPagination", Weight::Paged),
     ("User", "bookings", Weight::PageSize),
-    ("Booking", "metadata", Weight::AtMost(MAX_METADATA_ENTRIES)),
-    ("User", "metadata", Weight::AtMost(MAX_METADATA_ENTRIES)),
+    ("Booking", "metadata", Weight::InRow(MAX_METADATA_ENTRIES)),
+    ("User", "metadata", Weight::InRow(MAX_METADATA_ENTRIES)),
     (
         "User",
         "servicesProvided",
@@ -189,11 +198,7 @@ const WEIGHTS: &[(&str, &str, Weight)] = &[
     ("Query", "products", Weight::Paged),
     ("ProductData", "data", Weight::AtMost(1)),
     ("Product", "labels", Weight::AtMost(MAX_LABELS_PER_PRODUCT)),
-    (
-        "Product",
-        "metadata",
-        Weight::AtMost(MAX_METADATA_PER_PRODUCT),
-    ),
+    ("Product", "metadata", Weight::InRow(MAX_METADATA_ENTRIES)),
     ("Practice", "locations", Weight::AtMost(MAX_LOCATIONS)),
     (
         "Practice",
@@ -617,6 +622,7 @@ impl<'d> Walker<'d> {
         };
         match weight {
             Weight::AtMost(n) => *n as u64,
+            Weight::InRow(n) => n.div_ceil(IN_ROW_SHARE) as u64,
             Weight::PageSize => page_size(self.argument(field, "pageSize")),
             Weight::Limit(default) => match self.argument(field, "limit") {
                 Some(ConstValue::Number(n)) => n.as_u64().unwrap_or(1).max(1),
@@ -780,6 +786,24 @@ mod tests {
             serde_json::json!({}),
         );
         assert_eq!(m.cost, 1 + 1 + 1 + MAX_LABELS_PER_PATIENT as u64);
+    }
+
+    #[test]
+    fn metadata_weighs_a_fifth_of_its_entries() {
+        // bookings(1) + 100 × (data(1) + id(1) + metadata(1 + 50 / 5 × (key(1) + value(1))))
+        let m = measure_of(
+            "{ bookings(pagination: { pageSize: 100 }) { data { id metadata { key value } } } }",
+            serde_json::json!({}),
+        );
+        assert_eq!(m.cost, 1 + 100 * (1 + 1 + (1 + 10 * 2)));
+        assert_eq!(m.cost, 2_301);
+        // The practice's 200 appointment types with their 50 entries each fit the default.
+        let m = measure_of(
+            "{ practice { appointmentTypes { id metadata { key value } } } }",
+            serde_json::json!({}),
+        );
+        assert_eq!(m.cost, 4_402);
+        assert!(Limits::default().check(&m).is_ok());
     }
 
     #[test]
