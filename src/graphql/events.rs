@@ -197,6 +197,15 @@ impl EventQueries {
     }
 }
 
+/// Why a token that worked when its connection began no longer does.
+fn no_longer_valid(refused: &auth::AuthError) -> &'static str {
+    match refused {
+        auth::AuthError::Revoked => "The token has been revoked or signed out",
+        auth::AuthError::Expired => "The token has expired",
+        _ => "The token is no longer valid",
+    }
+}
+
 /// Why a connection must end before its subscriptions hand out another event.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Cut {
@@ -300,13 +309,59 @@ impl Connection {
                 false
             }
             Err(refused) => {
-                let reason = match refused {
-                    auth::AuthError::Revoked => "The token has been revoked or signed out",
-                    auth::AuthError::Expired => "The token has expired",
-                    _ => "The token is no longer valid",
-                };
-                self.cut(Cut::Forbidden(reason.into()));
+                self.cut(Cut::Forbidden(no_longer_valid(&refused).into()));
                 false
+            }
+        }
+    }
+
+    /// Whether `event` is about the connection's token or its user: a revocation or sign-out
+    /// of the token, a change of the user (disabled, demoted, moved between access groups).
+    fn is_about_token(&self, event: &StoredEvent) -> bool {
+        let principal = self.principal();
+        match event.event_type.as_str() {
+            TOKEN_REVOKED => event.token_id.as_deref() == Some(principal.token_id.as_str()),
+            USER_CHANGED => {
+                event.user_id.is_some() && event.user_id.as_deref() == principal.user_id()
+            }
+            _ => false,
+        }
+    }
+
+    /// Follows the events about the connection's token and its user from `events` (the
+    /// hub's, subscribed to before the token was authenticated for the connection, so that
+    /// no change falls between the two), and cuts the connection once the token no longer
+    /// works (revoked, signed out, its user disabled): one that runs no subscription, which
+    /// no event would otherwise reach, is closed then too (4403 on a websocket). A change
+    /// that leaves the token working is the next operation's to take
+    /// ([`Connection::refresh`], [`Connection::replace`]). Ends with the cut, or with the
+    /// hub; the transport aborts it when the connection ends.
+    pub async fn guard(
+        self: Arc<Self>,
+        mut events: broadcast::Receiver<Arc<StoredEvent>>,
+        store: Store,
+    ) {
+        loop {
+            let looked_at = match events.recv().await {
+                Ok(event) => self.is_about_token(&event),
+                // Fell behind the hub: what it passed over may have been about the token.
+                Err(RecvError::Lagged(_)) => true,
+                Err(RecvError::Closed) => return,
+            };
+            if !looked_at {
+                continue;
+            }
+            match auth::authenticate(&store, None, &self.token).await {
+                Ok(_) => {}
+                // Not known to be refused: nothing runs on the connection by this check, and
+                // its next operation authenticates the token again.
+                Err(auth::AuthError::Store(error)) => {
+                    tracing::warn!(%error, "could not check a connection's token again");
+                }
+                Err(refused) => {
+                    self.cut(Cut::Forbidden(no_longer_valid(&refused).into()));
+                    return;
+                }
             }
         }
     }
@@ -528,15 +583,7 @@ impl Follower {
     /// Whether the connection's token still allows anything to be sent: false (and the
     /// connection cut) once it is revoked, signed out, changed or expired.
     async fn allowed(&self, event: &StoredEvent) -> bool {
-        let principal = self.connection.principal();
-        let ours = match event.event_type.as_str() {
-            TOKEN_REVOKED => event.token_id.as_deref() == Some(principal.token_id.as_str()),
-            USER_CHANGED => {
-                event.user_id.is_some() && event.user_id.as_deref() == principal.user_id()
-            }
-            _ => false,
-        };
-        if ours && !self.connection.recheck(&self.store).await {
+        if self.connection.is_about_token(event) && !self.connection.recheck(&self.store).await {
             return false;
         }
         self.connection.check_expiry()

@@ -192,6 +192,14 @@ struct Acked {
     cuts: watch::Receiver<Option<Cut>>,
     /// Holds the connection's place among its token's.
     _counted: Counted,
+    /// Follows the events about the token ([`Connection::guard`]) while the connection lasts.
+    guard: tokio::task::AbortHandle,
+}
+
+impl Drop for Acked {
+    fn drop(&mut self) {
+        self.guard.abort();
+    }
 }
 
 async fn serve(mut socket: WebSocket, start: Start) {
@@ -333,7 +341,8 @@ impl Session {
         }
     }
 
-    /// Completes when a subscription says the connection must end, with why.
+    /// Completes when a subscription, or the guard of the token ([`Connection::guard`]), says
+    /// the connection must end, with why.
     fn cut(&self) -> impl std::future::Future<Output = Cut> + use<> {
         let cuts = self.acked.as_ref().map(|acked| acked.cuts.clone());
         async move {
@@ -451,6 +460,9 @@ impl Session {
             .map(str::to_string);
         let token = from_payload.or_else(|| self.start.header_token.clone());
         let pipeline = &self.start.app.pipeline;
+        // Followed from before the token is authenticated: a revocation after that comes
+        // through it (see `Connection::guard`).
+        let (events, _) = pipeline.hub().subscribe().await;
         let principal: Principal = pipeline
             .authenticate_token(token.as_deref())
             .await
@@ -469,11 +481,15 @@ impl Session {
         };
         let token = token.unwrap_or_default();
         let (connection, cuts) = Connection::new(token.clone(), principal);
+        // Closed when its token stops working, whether a subscription runs on it or not.
+        let guard =
+            tokio::spawn(connection.clone().guard(events, pipeline.store().clone())).abort_handle();
         self.acked = Some(Acked {
             token,
             connection,
             cuts,
             _counted: counted,
+            guard,
         });
         Ok(text(json!({ "type": "connection_ack" })))
     }

@@ -1670,6 +1670,73 @@ async fn signing_out_closes_the_sessions_subscription_with_4403(#[case] engine: 
     ws.cut_off().await;
 }
 
+// Nothing running on it: a connection whose token stops working is closed all the same, at
+// once (the contract: "A connection whose token is revoked or expires is closed (4403)"),
+// where it stayed open until its next `subscribe`. Revoked, signed out, its user disabled.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_connection_running_nothing_is_closed_when_its_token_stops_working(
+    #[case] engine: Engine,
+) {
+    let app = spawn!(engine);
+    let (token_id, token) = api_token(&app, &["patients:read"], None).await;
+    let mut revoked = Ws::connect(&app, &token).await;
+    // It works: a query on it is answered.
+    revoked
+        .send(json!({ "id": "q", "type": "subscribe", "payload": { "query": "{ currentPractice { id } }" } }))
+        .await;
+    let answer = revoked.single("q").await;
+    assert!(
+        answer["data"]["currentPractice"]["id"].is_string(),
+        "{answer}"
+    );
+    mutate(
+        &app,
+        "mutation($id: ID!) { revokeApiToken(id: $id) { error } }",
+        json!({ "id": token_id }),
+    )
+    .await;
+    let (code, reason) = revoked.closed().await;
+    assert_eq!(
+        (code, reason.as_str()),
+        (4403, "The token has been revoked or signed out")
+    );
+
+    let email = app.user("practitioner", "pat@example.com").await;
+    let first = app.sign_in(&email, PASSWORD).await;
+    let second = app.sign_in(&email, PASSWORD).await;
+    let mut signed_out = Ws::connect(&app, &first).await;
+    let mut disabled = Ws::connect(&app, &second).await;
+    let out = app
+        .gql(Some(&first), "mutation { signOut }", json!({}))
+        .await;
+    assert_eq!(out["data"]["signOut"], true, "{out}");
+    assert_eq!(signed_out.closed().await.0, 4403);
+    // The other session's connection is left open by a sign-out that is not its own.
+    assert!(
+        disabled
+            .frame_within(Duration::from_millis(500))
+            .await
+            .is_none(),
+        "the other session's connection was closed"
+    );
+    let id = app
+        .gql(Some(&second), "{ currentUser { id } }", json!({}))
+        .await["data"]["currentUser"]["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    mutate(
+        &app,
+        "mutation($id: ID!) { disableUser(id: $id) { error } }",
+        json!({ "id": id }),
+    )
+    .await;
+    assert_eq!(disabled.closed().await.0, 4403);
+}
+
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]
 #[case::postgres(Engine::Postgres)]
