@@ -358,9 +358,12 @@ impl PracticeStore<'_> {
         let paused = fields
             .delivery_paused
             .map_or(current.delivery_paused, i64::from);
+        // Resumed, it starts failing afresh: its clock of failures (see `finish_attempt`)
+        // starts at its next failure. Any other change keeps the clock, which counts the
+        // receiver's failures whatever the subscription's label or headers.
         sqlx::query(
             "UPDATE webhook_subscriptions SET url = $3, label = $4, headers = $5, \
-             delivery_paused = $6, failing_since = CASE WHEN $6 = 0 THEN NULL \
+             delivery_paused = $6, failing_since = CASE WHEN $6 = 0 AND $8 <> 0 THEN NULL \
              ELSE failing_since END, updated_at = $7 WHERE practice_id = $1 AND id = $2",
         )
         .bind(self.practice_id)
@@ -370,6 +373,7 @@ impl PracticeStore<'_> {
         .bind(fields.headers.unwrap_or(current.headers))
         .bind(paused)
         .bind(now_ms().max(current.updated_at))
+        .bind(current.delivery_paused)
         .execute(&mut *tx)
         .await?;
         if fields.event_types.is_some() {

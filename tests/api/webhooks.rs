@@ -388,6 +388,80 @@ async fn gone_pauses_the_subscription_until_it_is_resumed(#[case] engine: Engine
     assert_eq!(titles.len(), 2, "both labels' events were delivered");
 }
 
+/// A subscription that has failed every attempt for 5 days is paused (the contract's), and a
+/// change of its label or headers meanwhile does not start its count again, where it did: an
+/// integration that saves its subscription on each deploy was never paused. Resumed, it
+/// starts afresh.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn five_days_of_failures_pause_a_subscription_whatever_else_changed(#[case] engine: Engine) {
+    let mut receiver = receiver!();
+    let app = spawn!(engine, config(&[0]));
+    let hook = subscribe(&app, &receiver.url, &["label.created"]).await;
+    let id = hook["id"].as_str().expect("id");
+    receiver
+        .secrets(&[hook["secret"].as_str().expect("secret")])
+        .await;
+    receiver.answer(&[500, 500, 500]).await;
+    app.label("One").await;
+    assert_eq!(receiver.expect().await["status"], 500);
+    wait_for_status(&app, id, "failed").await;
+
+    // Failing for six days, as far as the subscription's row says.
+    let outside = sqlx::AnyPool::connect(&app.database_url)
+        .await
+        .expect("connect");
+    let six_days_ago = practice_api::store::now_ms() - 6 * 24 * 3600 * 1000;
+    sqlx::query("UPDATE webhook_subscriptions SET failing_since = $1 WHERE id = $2")
+        .bind(six_days_ago)
+        .bind(id)
+        .execute(&outside)
+        .await
+        .expect("age the failures");
+    let update = "mutation($id: ID!, $i: UpdateWebhookInput!) { updateWebhook(id: $id, input: $i) { data { deliveryPaused } error } }";
+    let renamed = app
+        .ok(
+            update,
+            json!({ "id": id, "i": { "label": "renamed", "headers": [{ "key": "x-env", "value": "prod" }] } }),
+        )
+        .await;
+    assert_eq!(
+        renamed["updateWebhook"],
+        json!({ "data": { "deliveryPaused": false }, "error": null })
+    );
+    app.label("Two").await;
+    assert_eq!(receiver.expect().await["status"], 500);
+    let paused = wait_for_status(&app, id, "paused").await;
+    assert_eq!(paused["responseStatus"], 500, "{paused}");
+    let data = app
+        .ok(
+            "query($id: ID!) { webhook(id: $id) { deliveryPaused } }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert_eq!(data["webhook"]["deliveryPaused"], true);
+
+    // Resumed: what waited goes out, and a failure now is a first one, which pauses nothing.
+    let resumed = app
+        .ok(
+            update,
+            json!({ "id": id, "i": { "deliveryPaused": false } }),
+        )
+        .await;
+    assert_eq!(resumed["updateWebhook"]["error"], Value::Null, "{resumed}");
+    assert_eq!(receiver.expect().await["status"], 500);
+    wait_for_status(&app, id, "failed").await;
+    let data = app
+        .ok(
+            "query($id: ID!) { webhook(id: $id) { deliveryPaused } }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert_eq!(data["webhook"]["deliveryPaused"], false);
+}
+
 /// Paused by hand, a subscription's deliveries wait as they do after a 410: a retry already
 /// scheduled does not go out, the retention's sweep keeps what waits as long as the events are
 /// kept from the pause (then gives it up), and all of it goes out once resumed.
