@@ -73,13 +73,44 @@ async fn swept_after(store: &Store, practice_id: &str, after: Position) -> Store
     Ok(floor.is_some_and(|floor| after < floor))
 }
 
+/// Where the practice's log ends now ([`PracticeStore::last_event_position`]).
+///
+/// [`PracticeStore::last_event_position`]: crate::store::PracticeStore::last_event_position
+async fn log_end(store: &Store, practice_id: &str) -> Result<Option<Position>> {
+    store
+        .practice(practice_id)
+        .last_event_position()
+        .await
+        .or_fail()
+}
+
 /// CURSOR_EXPIRED when events after the cursor `after` were swept away (see
-/// [`swept_after`]); nothing to check without one.
-async fn cursor_kept(store: &Store, practice_id: &str, after: Option<Position>) -> Result<()> {
-    match after {
-        Some(after) if swept_after(store, practice_id, after).await.or_fail()? => Err(expired()),
-        _ => Ok(()),
+/// [`swept_after`]), or when it is past `end`, where the practice's log ended when the read
+/// began, and past the last event swept: no event of this log has it (a cursor kept from
+/// before the database was restored from a backup, whose events after the backup are gone).
+/// Nothing to check without one.
+async fn cursor_kept(
+    store: &Store,
+    practice_id: &str,
+    after: Option<Position>,
+    end: Option<Position>,
+) -> Result<()> {
+    let Some(after) = after else {
+        return Ok(());
+    };
+    let floor = store.practice(practice_id).event_floor().await.or_fail()?;
+    if floor.is_some_and(|floor| after < floor) {
+        return Err(expired());
     }
+    if end.max(floor).is_none_or(|last| after > last) {
+        return Err(coded(
+            code::CURSOR_EXPIRED,
+            "This cursor is past the end of the event log: no event has it (was the database \
+             restored from a backup?). Start again without after, and catch up with the \
+             queries",
+        ));
+    }
+    Ok(())
 }
 
 /// What a cursor whose events were swept away gets.
@@ -145,7 +176,8 @@ impl EventQueries {
     /// poll. Shows only the events the caller may read (`patient.*` needs `patients:read`,
     /// `booking.*` `bookings:read`, `label.*` `labels:read`); FORBIDDEN when it may read
     /// none of the types asked for. Events are kept for a while (7 days by default); a
-    /// cursor older than that is CURSOR_EXPIRED.
+    /// cursor older than that, or past the end of the log (kept from before a restore of the
+    /// database), is CURSOR_EXPIRED.
     async fn events(
         &self,
         ctx: &Context<'_>,
@@ -173,6 +205,12 @@ impl EventQueries {
         };
         let types = visible_types(principal, checked_types(event_types)?)?;
         let after = cursor(after)?;
+        // Where the log ends, read before its events: every event of the caller's up to
+        // there is among those read next (later ones come after it), so a feed that reaches
+        // it hands it out as its cursor, past the events the caller does not see. A client
+        // polling for rare events then keeps a cursor as young as its last poll, which the
+        // retention's sweep does not pass.
+        let end = log_end(store(ctx), &principal.practice_id).await?;
         let mut found = if types.is_empty() {
             Vec::new()
         } else {
@@ -181,14 +219,22 @@ impl EventQueries {
                 .await
                 .or_fail()?
         };
-        cursor_kept(store(ctx), &principal.practice_id, after).await?;
-        let has_more = found.len() > limit as usize;
-        found.truncate(limit as usize);
-        let cursor = found
-            .last()
-            .map(StoredEvent::position)
-            .or(after)
-            .map(|p| ID(p.encode()));
+        cursor_kept(store(ctx), &principal.practice_id, after, end).await?;
+        let reached = found
+            .iter()
+            .take_while(|e| end.is_some_and(|end| e.position() <= end))
+            .count();
+        let (has_more, cursor) = if reached > limit as usize {
+            found.truncate(limit as usize);
+            (true, found.last().map(StoredEvent::position))
+        } else {
+            // Every event of the caller's up to the end is here; those after it, which
+            // became visible since, are the next poll's.
+            let more = found.len() > reached;
+            found.truncate(reached);
+            (more, end.max(after))
+        };
+        let cursor = cursor.map(|p| ID(p.encode()));
         Ok(Some(EventFeed {
             data: Some(found.into_iter().map(|e| Some(Event(e))).collect()),
             cursor,
@@ -417,7 +463,10 @@ impl EventSubscription {
         let store = store(ctx).clone();
         let after = cursor(after)?;
         // Said at once, where it can be; the replay asks again after each of its reads.
-        cursor_kept(&store, &principal.practice_id, after).await?;
+        if after.is_some() {
+            let end = log_end(&store, &principal.practice_id).await?;
+            cursor_kept(&store, &principal.practice_id, after, end).await?;
+        }
         // Without a cursor, it follows from the last event the hub handed on before it
         // subscribed: a catch-up after falling behind starts there, not at the log's first
         // event.

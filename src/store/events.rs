@@ -322,6 +322,22 @@ impl PracticeStore<'_> {
         Ok(query.fetch_all(self.read()).await?)
     }
 
+    /// Where this practice's log ends now: the position of its last event readers can see,
+    /// of any type and whoever it is about, or None before its first (or once all are swept
+    /// away). No event to come is before it.
+    pub async fn last_event_position(&self) -> StoreResult<Option<Position>> {
+        let sql = format!(
+            "SELECT tx_id, id FROM events WHERE practice_id = $1 AND {} \
+             ORDER BY tx_id DESC, id DESC LIMIT 1",
+            self.store.engine.visible_events()
+        );
+        let last: Option<(i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .fetch_optional(self.read())
+            .await?;
+        Ok(last.map(|(tx, id)| Position { tx, id }))
+    }
+
     /// The first position the log still holds of this practice: a cursor before it asks for
     /// events that were deleted.
     pub async fn event_floor(&self) -> StoreResult<Option<Position>> {

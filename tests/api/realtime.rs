@@ -2515,6 +2515,88 @@ async fn events_past_the_retention_are_deleted_and_their_cursors_expire(#[case] 
     assert_eq!(error_code(&body), "", "{body}");
 }
 
+/// A feed that reaches the end of the log hands out where the log ended as its cursor, past
+/// the events the caller does not see: a client polling for a rare type keeps a cursor as
+/// young as its last poll, and the sweep of what it passed over does not expire it (it did:
+/// the cursor stayed at the last event of its type, and a week after it every poll was
+/// CURSOR_EXPIRED). A cursor past the end of the log, as one kept from before the database was
+/// restored from a backup, is CURSOR_EXPIRED, in the feed and for a subscription, where it
+/// waited for events the log had lost.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_feed_at_the_end_passes_over_what_it_does_not_show(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let admin = &app.admin_token;
+    let labels = json!(["label.created"]);
+    app.label("VIP").await;
+    let first = settled(&app, admin, None, 1).await;
+    let polled = page(&app, admin, json!({ "types": labels })).await;
+    assert_eq!(polled["cursor"], first[0]["id"], "{polled}");
+    for name in ["One", "Two", "Three"] {
+        app.patient("Quiet", name).await;
+    }
+    let all = settled(&app, admin, None, 4).await;
+    let last = &all[3]["id"];
+
+    // Polled again: no label, and the cursor at the log's end, past the patients.
+    let again = page(
+        &app,
+        admin,
+        json!({ "types": labels, "after": polled["cursor"] }),
+    )
+    .await;
+    assert_eq!(
+        again,
+        json!({ "data": [], "cursor": last, "hasMore": false }),
+        "{all:?}"
+    );
+    // A page cut by its limit ends at its last event, as before.
+    let cut = page(&app, admin, json!({ "limit": 2 })).await;
+    assert_eq!(
+        (&cut["cursor"], &cut["hasMore"]),
+        (&all[1]["id"], &json!(true))
+    );
+
+    // Everything so far swept away: the cursor polled last missed no label and reads on;
+    // the label's own, whose patients went, has expired.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let now = chrono::Utc::now().timestamp_millis();
+    assert_eq!(app.store.forget_events(now, 1000).await.expect("sweep"), 4);
+    let read_on = page(
+        &app,
+        admin,
+        json!({ "types": labels, "after": again["cursor"] }),
+    )
+    .await;
+    assert_eq!(read_on["data"], json!([]), "{read_on}");
+    assert_eq!(read_on["cursor"], *last, "at the floor, nothing after it");
+    let body = feed(
+        &app,
+        admin,
+        json!({ "types": labels, "after": polled["cursor"] }),
+    )
+    .await;
+    assert_eq!(error_code(&body), "CURSOR_EXPIRED", "{body}");
+    let label = app.label("Allergy").await;
+    let next = settled(&app, admin, again["cursor"].as_str(), 1).await;
+    assert_eq!(next[0]["identifiers"]["labelId"], json!(label), "{next:?}");
+
+    // Past the end of the log: expired, in the feed and for a subscription.
+    let beyond = "7fffffffffffffff7fffffffffffffff";
+    let body = feed(&app, admin, json!({ "after": beyond })).await;
+    assert_eq!(error_code(&body), "CURSOR_EXPIRED", "{body}");
+    assert!(error_message(&body).contains("past the end"), "{body}");
+    let mut ws = Ws::connect(&app, admin).await;
+    ws.follow("s", json!({ "after": beyond })).await;
+    let errors = ws.error("s").await;
+    assert_eq!(
+        errors[0]["extensions"]["code"], "CURSOR_EXPIRED",
+        "{errors}"
+    );
+}
+
 /// The sweep deletes old events a batch at a time, the oldest first, and leaves the rest:
 /// after each batch the feed starts after the last event it deleted, and a cursor before that
 /// one has expired. With nothing old it deletes nothing and sets no floor.

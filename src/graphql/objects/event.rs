@@ -129,9 +129,11 @@ pub struct EventIdentifiers {
 pub struct EventFeed {
     /// The events after the cursor asked for, oldest first, those the caller may see.
     pub data: Option<Vec<Option<Event>>>,
-    /// Where to resume: pass it as `after` next time. The id of the last event in `data`, or
-    /// when there is none the `after` asked for; null only when the practice has no event the
-    /// caller may see yet.
+    /// Where to resume: pass it as `after` next time. When `hasMore`, the id of the last
+    /// event in `data`; otherwise where the practice's log ended as it was read, which may be
+    /// past that event: the events the caller does not see (other types, other patients) are
+    /// passed over too, so that a cursor polled often stays young however rare the events it
+    /// waits for. Null only when the practice has no event yet and none was asked after.
     pub cursor: Option<ID>,
     /// True when more events follow at once: ask again with `cursor` without waiting.
     pub has_more: bool,
