@@ -434,6 +434,63 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Puts the events of a PostgreSQL database restored into another server (`pg_restore`)
+    /// back in reach. Their `tx_id`s are the old server's transaction ids, which the new
+    /// server's do not reach for a long while: readers, who see the events of transactions
+    /// older than the oldest still running, would not see them, and the new events, of
+    /// smaller ids, would come before them, behind the hub's start and every cursor. Found
+    /// at start, when the log holds events of transactions later than any this server has
+    /// begun (which a database that was not restored cannot hold), every event then in the
+    /// log is moved to transaction 0, in the order of its id (the order of the old server's
+    /// commits, but for transactions that committed at the same moment), and so is every
+    /// practice's floor: the new server's events come after them all. A cursor from before
+    /// the restore is then past the end of the log, and said to be (`CURSOR_EXPIRED`).
+    /// Nothing on SQLite, whose events all have `tx_id` 0. Returns how many it moved.
+    pub(super) async fn rebase_restored_events(&self) -> StoreResult<u64> {
+        if self.engine != Engine::Postgres {
+            return Ok(0);
+        }
+        let ahead = "SELECT EXISTS (SELECT 1 FROM events WHERE tx_id >= {next}) \
+                     OR EXISTS (SELECT 1 FROM event_floors WHERE tx_id >= {next})";
+        let next = "pg_snapshot_xmax(pg_current_snapshot())::text::bigint";
+        let restored: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(ahead.replace("{next}", next)))
+            .fetch_one(&self.write)
+            .await?;
+        if !restored {
+            return Ok(0);
+        }
+        // Once, whichever instance starts first: the others wait for the lock, then find
+        // nothing ahead (their own transaction's id is past every event's).
+        let mut tx = self.write.begin().await?;
+        sqlx::query("LOCK TABLE events IN SHARE ROW EXCLUSIVE MODE")
+            .execute(&mut *tx)
+            .await?;
+        let own = "pg_current_xact_id()::text::bigint";
+        let still: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(ahead.replace("{next}", own)))
+            .fetch_one(&mut *tx)
+            .await?;
+        if !still {
+            return Ok(0);
+        }
+        let moved = sqlx::query("UPDATE events SET tx_id = 0 WHERE tx_id <> 0")
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        sqlx::query("UPDATE event_floors SET tx_id = 0 WHERE tx_id <> 0")
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        tracing::warn!(
+            moved,
+            "the event log held events of transactions later than this database server's: \
+             restored from a backup into another server, it seems. They now come before the \
+             new events, in order; cursors from before the restore are CURSOR_EXPIRED"
+        );
+        Ok(moved)
+    }
+}
+
 /// The events of every practice after the position `($1, $2)`, at most `$3`.
 fn all_events_after(engine: Engine) -> String {
     format!(

@@ -413,7 +413,8 @@ impl Store {
             sqlx::migrate::MigrateError::Execute(err) => StoreError::from(err),
             other => StoreError::Config(format!("migration failed: {other}")),
         })?;
-        self.fill_product_search().await
+        self.fill_product_search().await?;
+        self.rebase_restored_events().await.map(drop)
     }
 
     /// On SQLite, this process's turn to migrate the database: the exclusive `flock` of

@@ -2597,6 +2597,56 @@ async fn a_feed_at_the_end_passes_over_what_it_does_not_show(#[case] engine: Eng
     );
 }
 
+/// A PostgreSQL database restored into another server (`pg_restore`) holds events of the old
+/// server's transactions, whose ids the new one's do not reach for a long while: the feed did
+/// not show them (it shows the events of transactions older than the oldest running), and the
+/// new events came before them. At start they are put before the new events, in order; a
+/// cursor from before the restore is past the end of the log, and CURSOR_EXPIRED. (Restored
+/// here by moving the log's transaction ids far ahead, as another server's would be.)
+#[tokio::test]
+async fn a_restored_event_log_reads_on_with_its_new_events() {
+    let Some(mut app) = TestApp::spawn_with(Engine::Postgres, test_config()).await else {
+        return;
+    };
+    let admin = app.admin_token.clone();
+    app.patient("Old", "One").await;
+    app.patient("Old", "Two").await;
+    let old = settled(&app, &admin, None, 2).await;
+    let outside = sqlx::PgPool::connect(&app.database_url)
+        .await
+        .expect("connect");
+    let ahead = 1_000_000_000_000_i64;
+    sqlx::query("UPDATE events SET tx_id = tx_id + $1")
+        .bind(ahead)
+        .execute(&outside)
+        .await
+        .expect("restore");
+    let (tx, id): (i64, i64) =
+        sqlx::query_as("SELECT tx_id, id FROM events ORDER BY tx_id DESC, id DESC LIMIT 1")
+            .fetch_one(&outside)
+            .await
+            .expect("the last event");
+    let before_restore = format!("{tx:016x}{id:016x}");
+    outside.close().await;
+    app.restart().await;
+
+    let mut ws = Ws::connect(&app, &admin).await;
+    ws.follow("s", json!({})).await;
+    let new = app.patient("New", "Three").await;
+    assert_eq!(what(&ws.event().await), created(&new));
+    let all = settled(&app, &admin, None, 3).await;
+    let names: Vec<(String, Value)> = all.iter().map(what).collect();
+    assert_eq!(
+        names[..2],
+        old.iter().map(what).collect::<Vec<_>>()[..],
+        "the restored events first, in order"
+    );
+    assert_eq!(names[2], created(&new));
+    assert_in_order(&ids(&all));
+    let body = feed(&app, &admin, json!({ "after": before_restore })).await;
+    assert_eq!(error_code(&body), "CURSOR_EXPIRED", "{body}");
+}
+
 /// The sweep deletes old events a batch at a time, the oldest first, and leaves the rest:
 /// after each batch the feed starts after the last event it deleted, and a cursor before that
 /// one has expired. With nothing old it deletes nothing and sets no floor.
