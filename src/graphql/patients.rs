@@ -202,11 +202,18 @@ fn label_ids(ids: Vec<ID>) -> Result<Vec<String>> {
         .collect())
 }
 
+/// A new patient as createPatient's input gives it, checked.
+struct NewPatient {
+    fields: PatientFields,
+    /// The catalogue's labels to put on them.
+    labels: Vec<String>,
+    attributes: Vec<AttributeEntry>,
+}
+
 impl CreatePatientDataInput {
-    fn into_fields(
-        self,
-        ins_data: Option<InsInput>,
-    ) -> Result<Change<(PatientFields, Vec<String>, Vec<AttributeEntry>)>> {
+    /// The input checked: a mistake in it is an error; more custom attributes than a patient
+    /// holds, a refusal.
+    fn into_fields(self, ins_data: Option<InsInput>) -> Result<Change<NewPatient>> {
         let first = self.first.map(|f| name("first", f)).transpose()?;
         let last = self.last.map(|l| name("last", l)).transpose()?;
         let email = patient_email(self.email)?;
@@ -224,8 +231,9 @@ impl CreatePatientDataInput {
         // More attributes than a patient holds is refused as the practice's rule (in
         // `error`, as the 51st addPatientAttribute is), once the rest of the input has been
         // found sound.
-        let too_many = (attributes.len() > MAX_ATTRIBUTES_PER_PATIENT)
-            .then(|| Refusal::ListTooLong(Bound::AttributesOnPatient, attributes.len()));
+        let too_many = (attributes.len() > MAX_ATTRIBUTES_PER_PATIENT).then_some(
+            Refusal::ListTooLong(Bound::AttributesOnPatient, attributes.len()),
+        );
         let attributes = match too_many {
             Some(_) => Vec::new(),
             None => attributes
@@ -272,7 +280,11 @@ impl CreatePatientDataInput {
         let labels = label_ids(self.labels.unwrap_or_default())?;
         Ok(match too_many {
             Some(refusal) => Err(refusal.into()),
-            None => Ok((fields, labels, attributes)),
+            None => Ok(NewPatient {
+                fields,
+                labels,
+                attributes,
+            }),
         })
     }
 }
@@ -492,12 +504,13 @@ impl PatientMutations {
         #[graphql(desc = "The new patient's data.")] patient_data: CreatePatientDataInput,
     ) -> Result<Option<ResponsePayload<Patient>>> {
         let practice = authorize_write(ctx)?;
-        let (fields, labels, attributes) = match patient_data.into_fields(ins_data)? {
-            Ok(parts) => parts,
+        let new = match patient_data.into_fields(ins_data)? {
+            Ok(new) => new,
             Err(denied) => return envelope(ctx, Err(denied), Patient),
         };
+        let attributes = new.attributes;
         let change = practice
-            .create_patient(fields, &labels, |p| p.set_attributes(attributes))
+            .create_patient(new.fields, &new.labels, |p| p.set_attributes(attributes))
             .await
             .or_fail()?;
         envelope(ctx, change, Patient)
