@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, broadcast, watch};
 
 use crate::store::Store;
-use crate::store::events::{Position, StoredEvent};
+use crate::store::events::{Position, StoredEvent, TOKEN_REVOKED, USER_CHANGED};
 
 /// Events a subscriber may fall behind the hub before it is told it lagged, by default.
 pub const DEFAULT_CAPACITY: usize = 4096;
@@ -25,6 +25,10 @@ const IDLE_PAUSE: Duration = Duration::from_millis(250);
 #[derive(Clone)]
 pub struct Hub {
     sender: broadcast::Sender<Arc<StoredEvent>>,
+    /// The events about tokens and their users alone (`token.revoked`, `user.changed`), for
+    /// the connections' guards: a connection that runs nothing is woken by these only, and
+    /// does not make the hub read at every commit, as a subscriber does.
+    changes: broadcast::Sender<Arc<StoredEvent>>,
     /// Notified each time the hub has read the log, whatever it found: the webhook worker
     /// waits on it.
     read: Arc<Notify>,
@@ -41,9 +45,11 @@ impl Hub {
     /// subscribers may fall `capacity` events behind it before they are told they lagged.
     pub fn start(store: Store, capacity: usize) -> Hub {
         let (sender, _) = broadcast::channel(capacity.max(1));
+        let (changes, _) = broadcast::channel(capacity.max(1));
         let (ready_tx, ready) = watch::channel(false);
         let hub = Hub {
             sender,
+            changes,
             read: Arc::default(),
             ready,
             handed: Arc::default(),
@@ -63,6 +69,18 @@ impl Hub {
         let _ = ready.wait_for(|ready| *ready).await;
         let handed = self.handed.lock().unwrap_or_else(|e| e.into_inner());
         (self.sender.subscribe(), *handed)
+    }
+
+    /// A receiver of the events about tokens and their users from now on, as
+    /// [`Hub::subscribe`]'s of every event: a change after any position a reader can see now
+    /// comes through it. The hub reads for such receivers alone only as it does for nobody
+    /// (every [`IDLE_PAUSE`] at most, and at each poll), so a change reaches them within a
+    /// quarter of a second.
+    pub async fn subscribe_to_changes(&self) -> broadcast::Receiver<Arc<StoredEvent>> {
+        let mut ready = self.ready.clone();
+        let _ = ready.wait_for(|ready| *ready).await;
+        let _handed = self.handed.lock().unwrap_or_else(|e| e.into_inner());
+        self.changes.subscribe()
     }
 
     /// Completes the next time the hub reads the log.
@@ -99,8 +117,12 @@ impl Hub {
                         let mut handed = self.handed.lock().unwrap_or_else(|e| e.into_inner());
                         for event in events {
                             from = event.position();
+                            let event = Arc::new(event);
+                            if matches!(event.event_type.as_str(), TOKEN_REVOKED | USER_CHANGED) {
+                                let _ = self.changes.send(event.clone());
+                            }
                             // No subscriber is no error: nobody is listening right now.
-                            let _ = self.sender.send(Arc::new(event));
+                            let _ = self.sender.send(event);
                         }
                         *handed = from;
                         drop(handed);
@@ -116,7 +138,10 @@ impl Hub {
             }
             self.read.notify_waiters();
             // Only the hub's own clones left: nobody can subscribe any more.
-            if self.sender.receiver_count() == 0 && Arc::strong_count(&self.read) == 1 {
+            if self.sender.receiver_count() == 0
+                && self.changes.receiver_count() == 0
+                && Arc::strong_count(&self.read) == 1
+            {
                 return;
             }
             // With no live subscriber, nothing waits on a commit but the webhook worker:

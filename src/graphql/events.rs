@@ -248,6 +248,7 @@ fn no_longer_valid(refused: &auth::AuthError) -> &'static str {
     match refused {
         auth::AuthError::Revoked => "The token has been revoked or signed out",
         auth::AuthError::Expired => "The token has expired",
+        auth::AuthError::Disabled => "The token's staff account has been disabled",
         _ => "The token is no longer valid",
     }
 }
@@ -375,8 +376,8 @@ impl Connection {
     }
 
     /// Follows the events about the connection's token and its user from `events` (the
-    /// hub's, subscribed to before the token was authenticated for the connection, so that
-    /// no change falls between the two), and cuts the connection once the token no longer
+    /// hub's [`Hub::subscribe_to_changes`], subscribed to before the token was authenticated
+    /// for the connection, so that no change falls between the two), and cuts the connection once the token no longer
     /// works (revoked, signed out, its user disabled): one that runs no subscription, which
     /// no event would otherwise reach, is closed then too (4403 on a websocket). A change
     /// that leaves the token working is the next operation's to take
@@ -399,10 +400,16 @@ impl Connection {
             }
             match auth::authenticate(&store, None, &self.token).await {
                 Ok(_) => {}
-                // Not known to be refused: nothing runs on the connection by this check, and
-                // its next operation authenticates the token again.
+                // Not known to be refused, nor allowed, and the change that asked is gone by:
+                // the connection ends, to be made again in a moment, as a subscription's does
+                // ([`Connection::recheck`]), rather than stay open on a token that may be
+                // revoked.
                 Err(auth::AuthError::Store(error)) => {
                     tracing::warn!(%error, "could not check a connection's token again");
+                    self.cut(Cut::Unavailable(
+                        "The token could not be checked again: connect again in a moment".into(),
+                    ));
+                    return;
                 }
                 Err(refused) => {
                     self.cut(Cut::Forbidden(no_longer_valid(&refused).into()));

@@ -24,7 +24,7 @@
 //! | 4409 | `subscribe` with the id of a subscription still running |
 //! | 4429 | a second `connection_init` |
 //! | 1008 | a subscriber too slow to keep up with the events (it resumes with `after`), or messages past the address's rate |
-//! | 1013 | the database could not be read for a subscription: connect again in a moment (and resume with `after`) |
+//! | 1013 | the database could not be read for a subscription, or to check the token again: connect again in a moment (and resume with `after`) |
 //! | 1009 | a message over [`MAX_MESSAGE_BYTES`] (RFC 6455's "message too big") |
 //! | 1001 | the server is stopping |
 
@@ -461,8 +461,16 @@ impl Session {
         let token = from_payload.or_else(|| self.start.header_token.clone());
         let pipeline = &self.start.app.pipeline;
         // Followed from before the token is authenticated: a revocation after that comes
-        // through it (see `Connection::guard`).
-        let (events, _) = pipeline.hub().subscribe().await;
+        // through it (see `Connection::guard`). The hub is ready once it has found the end of
+        // the log, which a server that cannot read its database may not have yet.
+        let wait = self.start.app.ws.init_timeout;
+        let Ok(events) = tokio::time::timeout(wait, pipeline.hub().subscribe_to_changes()).await
+        else {
+            return Err(Close::new(
+                1013,
+                "The server cannot follow its events yet: connect again in a moment",
+            ));
+        };
         let principal: Principal = pipeline
             .authenticate_token(token.as_deref())
             .await
