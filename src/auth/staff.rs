@@ -12,7 +12,7 @@ use thiserror::Error;
 
 use super::permissions::{Permissions, Role};
 use super::{SignedIn, password, secret};
-use crate::domain::limits::{MAX_METADATA_ENTRIES, MAX_SERVICES_PROVIDED};
+use crate::domain::limits::MAX_SERVICES_PROVIDED;
 use crate::domain::{self, Denied, Record, Refusal};
 use crate::store::audit::{Actor, Author};
 use crate::store::tokens::{NewToken, TokenKind};
@@ -179,20 +179,14 @@ impl StaffInput {
             .map_err(invalid)?;
         // Past the contract's limits, metadata is refused as the practice's rule, once the
         // rest of the input has been found sound.
+        if let Some(pairs) = &self.metadata {
+            text::metadata_list(&field("metadata"), pairs).map_err(invalid)?;
+        }
         let refusal = self
             .metadata
             .as_deref()
             .and_then(domain::metadata_list_refusal);
-        let metadata = match &self.metadata {
-            Some(pairs) => {
-                if refusal.is_none() {
-                    text::metadata_list(&field("metadata"), pairs, MAX_METADATA_ENTRIES)
-                        .map_err(invalid)?;
-                }
-                Some(pairs.clone())
-            }
-            None => None,
-        };
+        let metadata = self.metadata.clone();
         let services_provided = self
             .services_provided
             .as_ref()

@@ -114,16 +114,12 @@ fn video_url(value: Option<String>) -> Result<Option<String>> {
     }
 }
 
-/// Checks a metadata key and value: past the contract's limits on their lengths, a business
-/// refusal, answered in `error` as the 51st entry is ([`domain::metadata_entry_refusal`]);
-/// otherwise against the rest of their rules (a key, no control characters), a mistake in the
-/// input.
+/// Checks a metadata key and value: against the rules of their input (a key, no control
+/// characters), a mistake; past the contract's limits on their lengths, a business refusal,
+/// answered in `error` as the 51st entry is ([`domain::metadata_entry_refusal`]).
 fn metadata_entry(key: &str, value: Option<&str>) -> Result<Result<(), Refusal>> {
-    if let Some(refusal) = domain::metadata_entry_refusal(key, value) {
-        return Ok(Err(refusal));
-    }
     crate::text::metadata_entry(key, value).map_err(bad_input)?;
-    Ok(Ok(()))
+    Ok(domain::metadata_entry_refusal(key, value).map_or(Ok(()), Err))
 }
 
 /// Changes to a booking. An omitted field is left as it is; null clears location,

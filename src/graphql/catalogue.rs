@@ -16,7 +16,7 @@ use super::pagination::Pagination;
 use super::staff::{MetadataEntryInput, pairs};
 use super::store;
 use crate::auth::OperationKind;
-use crate::domain::limits::{MAX_LABELS_PER_PRODUCT, MAX_METADATA_ENTRIES};
+use crate::domain::limits::MAX_LABELS_PER_PRODUCT;
 use crate::domain::{self, Refusal};
 use crate::store::products::{
     PRODUCT_STATUSES, PRODUCT_TYPES, Product as StoredProduct, ProductFilter, ProductPatch,
@@ -150,19 +150,15 @@ impl ProductDataInput {
         };
         // Past the contract's limits, metadata is refused in `error`, once the rest of the
         // input has been found sound.
-        let mut refusal = None;
         let metadata = match patch(self.metadata) {
             Some(entries) => {
                 let entries = pairs(entries.unwrap_or_default());
-                refusal = domain::metadata_list_refusal(&entries);
-                if refusal.is_none() {
-                    text::metadata_list("productData.metadata", &entries, MAX_METADATA_ENTRIES)
-                        .map_err(bad_input)?;
-                }
+                text::metadata_list("productData.metadata", &entries).map_err(bad_input)?;
                 Some(entries)
             }
             None => None,
         };
+        let refusal = metadata.as_deref().and_then(domain::metadata_list_refusal);
         let (tax_name, tax_rate, tax_code) = match patch(self.tax) {
             None => (None, None, None),
             Some(None) => (Some(None), Some(None), Some(None)),

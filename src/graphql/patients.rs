@@ -229,18 +229,15 @@ impl CreatePatientDataInput {
             .flatten()
             .collect();
         // More attributes than a patient holds is refused as the practice's rule (in
-        // `error`, as the 51st addPatientAttribute is), once the rest of the input has been
-        // found sound.
+        // `error`, as the 51st addPatientAttribute is), once the rest of the input, each of
+        // them included, has been found sound.
         let too_many = (attributes.len() > MAX_ATTRIBUTES_PER_PATIENT).then_some(
             Refusal::ListTooLong(Bound::AttributesOnPatient, attributes.len()),
         );
-        let attributes = match too_many {
-            Some(_) => Vec::new(),
-            None => attributes
-                .into_iter()
-                .map(|a| record::attribute("patientData.customAttributes", a))
-                .collect::<Result<Vec<_>>>()?,
-        };
+        let attributes = attributes
+            .into_iter()
+            .map(|a| record::attribute("patientData.customAttributes", a))
+            .collect::<Result<Vec<_>>>()?;
         let place = self.place_of_birth;
         let fields = PatientFields {
             title: line("title")(self.title)?,

@@ -340,6 +340,18 @@ async fn product_changes_are_refused_with_a_reason(#[case] engine: Engine) {
         )
         .await;
     assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+    // So is a mistake in the very list that is too long: a key named twice.
+    let mut twice = entries(51);
+    twice[50] = json!({ "key": "k0", "value": "again" });
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            "mutation($id: ID!, $d: ProductDataInput!) { updateProduct(id: $id, productData: $d) { error } }",
+            json!({ "id": id, "d": { "metadata": twice } }),
+        )
+        .await;
+    assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+    assert!(error_message(&body).contains("twice"), "{body}");
     // The practice's appointment types with all their metadata fit one query's cost.
     let body = app
         .gql(

@@ -1067,7 +1067,7 @@ async fn a_users_pronouns_and_metadata(#[case] engine: Engine) {
     for (metadata, says) in [
         (
             json!([{ "key": "", "value": "x" }]),
-            "key must have 1 to 40",
+            "key must not be empty",
         ),
         (
             json!([{ "key": "a", "value": "x" }, { "key": "a", "value": "y" }]),

@@ -99,7 +99,7 @@ impl Product {
             tax_code: p.tax_code.clone(),
         })
     }
-    /// Its metadata entries, in the order they were set (at most 20).
+    /// Its metadata entries, in the order they were set (at most 50).
     async fn metadata(&self) -> Option<Vec<Option<MetadataEntry>>> {
         items(self.0.metadata(), |(key, value)| MetadataEntry {
             key,
