@@ -358,13 +358,15 @@ impl PracticeStore<'_> {
         let paused = fields
             .delivery_paused
             .map_or(current.delivery_paused, i64::from);
-        // Resumed, it starts failing afresh: its clock of failures (see `finish_attempt`)
-        // starts at its next failure. Any other change keeps the clock, which counts the
-        // receiver's failures whatever the subscription's label or headers.
+        // Resumed, or sent to another URL (another receiver), it starts failing afresh: its
+        // clock of failures (see `finish_attempt`) starts at its next failure. Any other
+        // change keeps the clock, which counts the receiver's failures whatever the
+        // subscription's label or headers. (`url` in the CASE is the row's, before the change.)
         sqlx::query(
             "UPDATE webhook_subscriptions SET url = $3, label = $4, headers = $5, \
-             delivery_paused = $6, failing_since = CASE WHEN $6 = 0 AND $8 <> 0 THEN NULL \
-             ELSE failing_since END, updated_at = $7 WHERE practice_id = $1 AND id = $2",
+             delivery_paused = $6, failing_since = CASE WHEN ($6 = 0 AND $8 <> 0) OR url <> $3 \
+             THEN NULL ELSE failing_since END, updated_at = $7 \
+             WHERE practice_id = $1 AND id = $2",
         )
         .bind(self.practice_id)
         .bind(id)

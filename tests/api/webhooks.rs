@@ -460,6 +460,25 @@ async fn five_days_of_failures_pause_a_subscription_whatever_else_changed(#[case
         )
         .await;
     assert_eq!(data["webhook"]["deliveryPaused"], false);
+
+    // Sent to another URL, another receiver: its failures start afresh too.
+    sqlx::query("UPDATE webhook_subscriptions SET failing_since = $1 WHERE id = $2")
+        .bind(six_days_ago)
+        .bind(id)
+        .execute(&outside)
+        .await
+        .expect("age the failures");
+    let moved = app
+        .ok(
+            update,
+            json!({ "id": id, "i": { "url": format!("{}/v2", receiver.url) } }),
+        )
+        .await;
+    assert_eq!(moved["updateWebhook"]["error"], Value::Null, "{moved}");
+    receiver.answer(&[500]).await;
+    app.label("Three").await;
+    assert_eq!(receiver.expect().await["status"], 500);
+    wait_for_status(&app, id, "failed").await;
 }
 
 /// Paused by hand, a subscription's deliveries wait as they do after a 410: a retry already
