@@ -65,12 +65,17 @@ fn cursor(after: Option<ID>) -> Result<Option<Position>> {
 }
 
 /// Whether events after `after` have been swept away: the practice's floor (the last event
-/// the sweep deleted) is past it. Asked after the events are read (the sweep raises the floor
-/// in the transaction that deletes), so that a sweep between the two cannot skip events
-/// unsaid.
+/// the sweep deleted) is past it.
+fn swept(floor: Option<Position>, after: Position) -> bool {
+    floor.is_some_and(|floor| after < floor)
+}
+
+/// [`swept`], with the practice's floor as it is now. Asked after the events are read (the
+/// sweep raises the floor in the transaction that deletes), so that a sweep between the two
+/// cannot skip events unsaid.
 async fn swept_after(store: &Store, practice_id: &str, after: Position) -> StoreResult<bool> {
     let floor = store.practice(practice_id).event_floor().await?;
-    Ok(floor.is_some_and(|floor| after < floor))
+    Ok(swept(floor, after))
 }
 
 /// Where the practice's log ends now ([`PracticeStore::last_event_position`]).
@@ -84,22 +89,22 @@ async fn log_end(store: &Store, practice_id: &str) -> Result<Option<Position>> {
         .or_fail()
 }
 
-/// CURSOR_EXPIRED when events after the cursor `after` were swept away (see
-/// [`swept_after`]), or when it is past `end`, where the practice's log ended when the read
-/// began, and past the last event swept: no event of this log has it (a cursor kept from
-/// before the database was restored from a backup, whose events after the backup are gone).
-/// Nothing to check without one.
+/// The practice's floor, read after the events (as [`swept_after`] does); CURSOR_EXPIRED when
+/// events after the cursor `after` were swept away, or when it is past `end`, where the
+/// practice's log ended when the read began, and past the floor: no event of this log has it
+/// (a cursor kept from before the database was restored from a backup, whose events after
+/// the backup are gone).
 async fn cursor_kept(
     store: &Store,
     practice_id: &str,
     after: Option<Position>,
     end: Option<Position>,
-) -> Result<()> {
-    let Some(after) = after else {
-        return Ok(());
-    };
+) -> Result<Option<Position>> {
     let floor = store.practice(practice_id).event_floor().await.or_fail()?;
-    if floor.is_some_and(|floor| after < floor) {
+    let Some(after) = after else {
+        return Ok(floor);
+    };
+    if swept(floor, after) {
         return Err(expired());
     }
     if end.max(floor).is_none_or(|last| after > last) {
@@ -110,7 +115,7 @@ async fn cursor_kept(
              queries",
         ));
     }
-    Ok(())
+    Ok(floor)
 }
 
 /// What a cursor whose events were swept away gets.
@@ -219,7 +224,7 @@ impl EventQueries {
                 .await
                 .or_fail()?
         };
-        cursor_kept(store(ctx), &principal.practice_id, after, end).await?;
+        let floor = cursor_kept(store(ctx), &principal.practice_id, after, end).await?;
         let reached = found
             .iter()
             .take_while(|e| end.is_some_and(|end| e.position() <= end))
@@ -232,7 +237,7 @@ impl EventQueries {
             // became visible since, are the next poll's.
             let more = found.len() > reached;
             found.truncate(reached);
-            (more, end.max(after))
+            (more, end.max(floor).max(after))
         };
         let cursor = cursor.map(|p| ID(p.encode()));
         Ok(Some(EventFeed {

@@ -444,8 +444,10 @@ impl Store {
     /// begun (which a database that was not restored cannot hold), every event then in the
     /// log is moved to transaction 0, in the order of its id (the order of the old server's
     /// commits, but for transactions that committed at the same moment), and so is every
-    /// practice's floor: the new server's events come after them all. A cursor from before
-    /// the restore is then past the end of the log, and said to be (`CURSOR_EXPIRED`).
+    /// practice's floor: the new server's events come after them all. Their ids change with
+    /// their place (a webhook delivery keeps the `eventId` it was made with). A cursor from
+    /// before the restore is then past the end of the log, and said to be (`CURSOR_EXPIRED`),
+    /// until the new server's transaction ids pass it: integrations start again without one.
     /// Nothing on SQLite, whose events all have `tx_id` 0. Returns how many it moved.
     pub(super) async fn rebase_restored_events(&self) -> StoreResult<u64> {
         if self.engine != Engine::Postgres {
@@ -485,7 +487,8 @@ impl Store {
             moved,
             "the event log held events of transactions later than this database server's: \
              restored from a backup into another server, it seems. They now come before the \
-             new events, in order; cursors from before the restore are CURSOR_EXPIRED"
+             new events, in order, with new ids; integrations should start their feeds and \
+             subscriptions again without a cursor"
         );
         Ok(moved)
     }

@@ -161,6 +161,33 @@ fn sqlite_file(url: &str) -> StoreResult<Option<std::path::PathBuf>> {
     Ok((!in_memory).then(|| options.get_filename().to_path_buf()))
 }
 
+/// How far ahead of the last event's number a backup numbers its next events: more events
+/// than a database writes between two backups.
+const BACKUP_EVENT_GAP: i64 = 1 << 40;
+
+/// Numbers the events of the SQLite backup at `path` on from [`BACKUP_EVENT_GAP`] past its
+/// last: restored in place of a database that went on writing after the backup, its new
+/// events come after every cursor that database handed out, rather than under the numbers of
+/// events it had and the restored one lost, which a client holding such a cursor would pass
+/// over without a word. (Until its first new event, such a cursor is past the end of the
+/// log, and CURSOR_EXPIRED.)
+async fn number_events_on_from_far_ahead(path: &str) -> StoreResult<()> {
+    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(path);
+    let mut copy = options.connect().await?;
+    sqlx::query(
+        "INSERT INTO sqlite_sequence (name, seq) SELECT 'events', 0 \
+         WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'events')",
+    )
+    .execute(&mut copy)
+    .await?;
+    sqlx::query("UPDATE sqlite_sequence SET seq = seq + $1 WHERE name = 'events'")
+        .bind(BACKUP_EVENT_GAP)
+        .execute(&mut copy)
+        .await?;
+    sqlx::Connection::close(copy).await?;
+    Ok(())
+}
+
 /// The SQLite database's canonical path, and the file `<database><suffix>` beside it: a
 /// server and a command that reach the database through different links name one file.
 fn beside_database(database: &std::path::Path, suffix: &str) -> (PathBuf, PathBuf) {
@@ -494,7 +521,7 @@ impl Store {
                     .bind(path)
                     .execute(&self.reader)
                     .await?;
-                Ok(())
+                number_events_on_from_far_ahead(path).await
             }
             Engine::Postgres => Err(StoreError::Config(
                 "a PostgreSQL database is backed up with its own tool: pg_dump --format=custom \

@@ -1142,6 +1142,32 @@ async fn a_live_database_is_backed_up(#[case] engine: Engine) {
     let copy = cli.dir.path().join("copy.db");
     let copy_arg = copy.display().to_string();
     let output = cli.run(&["backup", "--to", &copy_arg]);
+    // The database goes on after the backup; a client follows its events to their end.
+    let ask = |query: &str, variables: serde_json::Value| {
+        let (client, url, token) = (client.clone(), url.clone(), token.clone());
+        let body = serde_json::json!({ "query": query, "variables": variables });
+        async move {
+            client
+                .post(&url)
+                .header("x-token", &token)
+                .json(&body)
+                .send()
+                .await
+                .expect("send")
+                .json::<serde_json::Value>()
+                .await
+                .expect("json")
+        }
+    };
+    let feed = "query($after: ID) { events(after: $after, limit: 500) { data { eventType identifiers { patientId } } cursor } }";
+    ask(
+        "mutation { createPatient(patientData: { first: \"After\", last: \"Backup\" }) { data { id } } }",
+        serde_json::json!({}),
+    )
+    .await;
+    let followed = ask(feed, serde_json::json!({})).await;
+    let cursor = followed["data"]["events"]["cursor"].clone();
+    assert!(cursor.is_string(), "{followed}");
     server.kill().expect("kill");
     let _ = server.wait();
     match engine {
@@ -1173,6 +1199,59 @@ async fn a_live_database_is_backed_up(#[case] engine: Engine) {
         .expect("read the copy");
     assert!(found.is_some());
     pool.close().await;
+
+    // Restored as README says: the journals of reads moved into the old database by a
+    // command, the old files set aside, the backup copied in its place.
+    assert!(cli.run(&["token", "list"]).status.success());
+    let aside = cli.dir.path().join("aside");
+    std::fs::create_dir(&aside).expect("aside");
+    for entry in std::fs::read_dir(cli.dir.path()).expect("list") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().map(|n| n.to_string_lossy().to_string());
+        if name.is_some_and(|n| n.starts_with("practice.db")) {
+            std::fs::rename(&path, aside.join(path.file_name().expect("name"))).expect("move");
+        }
+    }
+    std::fs::copy(&copy, cli.dir.path().join("practice.db")).expect("restore");
+    let (mut server, url) = start_server(&cli);
+    let ask = |query: &str, variables: serde_json::Value| {
+        let (client, url, token) = (client.clone(), url.clone(), token.clone());
+        let body = serde_json::json!({ "query": query, "variables": variables });
+        async move {
+            client
+                .post(&url)
+                .header("x-token", &token)
+                .json(&body)
+                .send()
+                .await
+                .expect("send")
+                .json::<serde_json::Value>()
+                .await
+                .expect("json")
+        }
+    };
+    // The client's cursor names an event the restored log lost: past its end, expired.
+    let lost = ask(feed, serde_json::json!({ "after": cursor })).await;
+    assert_eq!(
+        lost["errors"][0]["extensions"]["code"], "CURSOR_EXPIRED",
+        "{lost}"
+    );
+    // The restored database's new events come after every cursor the old one handed out:
+    // the client that goes on with its cursor gets them, where it passed over them.
+    let made = ask(
+        "mutation { createPatient(patientData: { first: \"After\", last: \"Restore\" }) { data { id } } }",
+        serde_json::json!({}),
+    )
+    .await;
+    let restored = made["data"]["createPatient"]["data"]["id"].clone();
+    let read_on = ask(feed, serde_json::json!({ "after": cursor })).await;
+    assert_eq!(
+        read_on["data"]["events"]["data"],
+        serde_json::json!([{ "eventType": "patient.created", "identifiers": { "patientId": restored } }]),
+        "{read_on}"
+    );
+    server.kill().expect("kill");
+    let _ = server.wait();
 }
 
 #[rstest]

@@ -68,6 +68,28 @@ async fn page(app: &TestApp, token: &str, variables: Value) -> Value {
     body["data"]["events"].clone()
 }
 
+/// The feed's first page with these variables that `wanted` says is the one, asked again
+/// until it is, for up to [`WAIT`].
+async fn page_until(
+    app: &TestApp,
+    token: &str,
+    variables: Value,
+    wanted: impl Fn(&Value) -> bool,
+) -> Value {
+    let until = Instant::now() + WAIT;
+    loop {
+        let found = page(app, token, variables.clone()).await;
+        if wanted(&found) {
+            return found;
+        }
+        assert!(
+            Instant::now() < until,
+            "not within 10 s: {variables} gave {found}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Every event after `after` that `token` may see, page by page, and the last cursor.
 async fn all_events(
     app: &TestApp,
@@ -2582,6 +2604,46 @@ async fn a_feed_at_the_end_passes_over_what_it_does_not_show(#[case] engine: Eng
     let label = app.label("Allergy").await;
     let next = settled(&app, admin, again["cursor"].as_str(), 1).await;
     assert_eq!(next[0]["identifiers"]["labelId"], json!(label), "{next:?}");
+
+    // A practitioner kept to an access group passes over the events of patients outside it,
+    // which it does not see, to the end of the log.
+    let oncology = crate::record::define(&app, "access_groups", "oncology").await;
+    let (_, session) = app.staff_in_groups("onc@example.com", &[&oncology]).await;
+    let seen = app.patient_in_group("Seen", "Patient", &oncology).await;
+    let created_ones = json!(["patient.created"]);
+    let mine = page_until(
+        &app,
+        &session,
+        json!({ "types": created_ones, "after": again["cursor"] }),
+        |page| {
+            page["data"]
+                .as_array()
+                .is_some_and(|d| d.iter().any(|e| what(e) == created(&seen)))
+        },
+    )
+    .await;
+    let hidden_group = crate::record::define(&app, "access_groups", "hidden").await;
+    let hidden = app
+        .patient_in_group("Hidden", "Patient", &hidden_group)
+        .await;
+    let log = page_until(&app, admin, json!({ "after": mine["cursor"] }), |page| {
+        page["data"]
+            .as_array()
+            .is_some_and(|d| d.iter().any(|e| what(e) == created(&hidden)))
+    })
+    .await;
+    assert_ne!(log["cursor"], mine["cursor"], "{log}");
+    let passed = page(
+        &app,
+        &session,
+        json!({ "types": created_ones, "after": mine["cursor"] }),
+    )
+    .await;
+    assert_eq!(
+        passed,
+        json!({ "data": [], "cursor": log["cursor"], "hasMore": false }),
+        "{log}"
+    );
 
     // Past the end of the log: expired, in the feed and for a subscription.
     let beyond = "7fffffffffffffff7fffffffffffffff";

@@ -133,7 +133,7 @@ pub struct EventFeed {
     /// event in `data`; otherwise where the practice's log ended as it was read, which may be
     /// past that event: the events the caller does not see (other types, other patients) are
     /// passed over too, so that a cursor polled often stays young however rare the events it
-    /// waits for. Null only when the practice has no event yet and none was asked after.
+    /// waits for. Null only when the practice has had no event yet and none was asked after.
     pub cursor: Option<ID>,
     /// True when more events follow at once: ask again with `cursor` without waiting.
     pub has_more: bool,
