@@ -1119,6 +1119,26 @@ async fn writes_survive_ten_kills_in_the_middle_of_writing(#[case] engine: Engin
     let _ = server.wait();
 }
 
+/// What the server at `url` answers `query` with these variables, with `token`.
+async fn ask(
+    client: &reqwest::Client,
+    url: &str,
+    token: &str,
+    query: &str,
+    variables: serde_json::Value,
+) -> serde_json::Value {
+    client
+        .post(url)
+        .header("x-token", token)
+        .json(&serde_json::json!({ "query": query, "variables": variables }))
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("json")
+}
+
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]
 #[case::postgres(Engine::Postgres)]
@@ -1143,29 +1163,16 @@ async fn a_live_database_is_backed_up(#[case] engine: Engine) {
     let copy_arg = copy.display().to_string();
     let output = cli.run(&["backup", "--to", &copy_arg]);
     // The database goes on after the backup; a client follows its events to their end.
-    let ask = |query: &str, variables: serde_json::Value| {
-        let (client, url, token) = (client.clone(), url.clone(), token.clone());
-        let body = serde_json::json!({ "query": query, "variables": variables });
-        async move {
-            client
-                .post(&url)
-                .header("x-token", &token)
-                .json(&body)
-                .send()
-                .await
-                .expect("send")
-                .json::<serde_json::Value>()
-                .await
-                .expect("json")
-        }
-    };
     let feed = "query($after: ID) { events(after: $after, limit: 500) { data { eventType identifiers { patientId } } cursor } }";
     ask(
+        &client,
+        &url,
+        &token,
         "mutation { createPatient(patientData: { first: \"After\", last: \"Backup\" }) { data { id } } }",
         serde_json::json!({}),
     )
     .await;
-    let followed = ask(feed, serde_json::json!({})).await;
+    let followed = ask(&client, &url, &token, feed, serde_json::json!({})).await;
     let cursor = followed["data"]["events"]["cursor"].clone();
     assert!(cursor.is_string(), "{followed}");
     server.kill().expect("kill");
@@ -1214,24 +1221,15 @@ async fn a_live_database_is_backed_up(#[case] engine: Engine) {
     }
     std::fs::copy(&copy, cli.dir.path().join("practice.db")).expect("restore");
     let (mut server, url) = start_server(&cli);
-    let ask = |query: &str, variables: serde_json::Value| {
-        let (client, url, token) = (client.clone(), url.clone(), token.clone());
-        let body = serde_json::json!({ "query": query, "variables": variables });
-        async move {
-            client
-                .post(&url)
-                .header("x-token", &token)
-                .json(&body)
-                .send()
-                .await
-                .expect("send")
-                .json::<serde_json::Value>()
-                .await
-                .expect("json")
-        }
-    };
     // The client's cursor names an event the restored log lost: past its end, expired.
-    let lost = ask(feed, serde_json::json!({ "after": cursor })).await;
+    let lost = ask(
+        &client,
+        &url,
+        &token,
+        feed,
+        serde_json::json!({ "after": cursor }),
+    )
+    .await;
     assert_eq!(
         lost["errors"][0]["extensions"]["code"], "CURSOR_EXPIRED",
         "{lost}"
@@ -1239,12 +1237,22 @@ async fn a_live_database_is_backed_up(#[case] engine: Engine) {
     // The restored database's new events come after every cursor the old one handed out:
     // the client that goes on with its cursor gets them, where it passed over them.
     let made = ask(
+        &client,
+        &url,
+        &token,
         "mutation { createPatient(patientData: { first: \"After\", last: \"Restore\" }) { data { id } } }",
         serde_json::json!({}),
     )
     .await;
     let restored = made["data"]["createPatient"]["data"]["id"].clone();
-    let read_on = ask(feed, serde_json::json!({ "after": cursor })).await;
+    let read_on = ask(
+        &client,
+        &url,
+        &token,
+        feed,
+        serde_json::json!({ "after": cursor }),
+    )
+    .await;
     assert_eq!(
         read_on["data"]["events"]["data"],
         serde_json::json!([{ "eventType": "patient.created", "identifiers": { "patientId": restored } }]),

@@ -414,12 +414,24 @@ async fn five_days_of_failures_pause_a_subscription_whatever_else_changed(#[case
         .await
         .expect("connect");
     let six_days_ago = practice_api::store::now_ms() - 6 * 24 * 3600 * 1000;
-    sqlx::query("UPDATE webhook_subscriptions SET failing_since = $1 WHERE id = $2")
-        .bind(six_days_ago)
-        .bind(id)
-        .execute(&outside)
-        .await
-        .expect("age the failures");
+    let age_failures = || async {
+        sqlx::query("UPDATE webhook_subscriptions SET failing_since = $1 WHERE id = $2")
+            .bind(six_days_ago)
+            .bind(id)
+            .execute(&outside)
+            .await
+            .expect("age the failures");
+    };
+    let paused_now = || async {
+        let data = app
+            .ok(
+                "query($id: ID!) { webhook(id: $id) { deliveryPaused } }",
+                json!({ "id": id }),
+            )
+            .await;
+        data["webhook"]["deliveryPaused"].clone()
+    };
+    age_failures().await;
     let update = "mutation($id: ID!, $i: UpdateWebhookInput!) { updateWebhook(id: $id, input: $i) { data { deliveryPaused } error } }";
     let renamed = app
         .ok(
@@ -435,13 +447,7 @@ async fn five_days_of_failures_pause_a_subscription_whatever_else_changed(#[case
     assert_eq!(receiver.expect().await["status"], 500);
     let paused = wait_for_status(&app, id, "paused").await;
     assert_eq!(paused["responseStatus"], 500, "{paused}");
-    let data = app
-        .ok(
-            "query($id: ID!) { webhook(id: $id) { deliveryPaused } }",
-            json!({ "id": id }),
-        )
-        .await;
-    assert_eq!(data["webhook"]["deliveryPaused"], true);
+    assert_eq!(paused_now().await, true);
 
     // Resumed: what waited goes out, and a failure now is a first one, which pauses nothing.
     let resumed = app
@@ -453,21 +459,10 @@ async fn five_days_of_failures_pause_a_subscription_whatever_else_changed(#[case
     assert_eq!(resumed["updateWebhook"]["error"], Value::Null, "{resumed}");
     assert_eq!(receiver.expect().await["status"], 500);
     wait_for_status(&app, id, "failed").await;
-    let data = app
-        .ok(
-            "query($id: ID!) { webhook(id: $id) { deliveryPaused } }",
-            json!({ "id": id }),
-        )
-        .await;
-    assert_eq!(data["webhook"]["deliveryPaused"], false);
+    assert_eq!(paused_now().await, false);
 
     // Sent to another URL, another receiver: its failures start afresh too.
-    sqlx::query("UPDATE webhook_subscriptions SET failing_since = $1 WHERE id = $2")
-        .bind(six_days_ago)
-        .bind(id)
-        .execute(&outside)
-        .await
-        .expect("age the failures");
+    age_failures().await;
     let moved = app
         .ok(
             update,
