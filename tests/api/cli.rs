@@ -1119,26 +1119,6 @@ async fn writes_survive_ten_kills_in_the_middle_of_writing(#[case] engine: Engin
     let _ = server.wait();
 }
 
-/// What the server at `url` answers `query` with these variables, with `token`.
-async fn ask(
-    client: &reqwest::Client,
-    url: &str,
-    token: &str,
-    query: &str,
-    variables: serde_json::Value,
-) -> serde_json::Value {
-    client
-        .post(url)
-        .header("x-token", token)
-        .json(&serde_json::json!({ "query": query, "variables": variables }))
-        .send()
-        .await
-        .expect("send")
-        .json()
-        .await
-        .expect("json")
-}
-
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]
 #[case::postgres(Engine::Postgres)]
@@ -1164,7 +1144,7 @@ async fn a_live_database_is_backed_up(#[case] engine: Engine) {
     let output = cli.run(&["backup", "--to", &copy_arg]);
     // The database goes on after the backup; a client follows its events to their end.
     let feed = "query($after: ID) { events(after: $after, limit: 500) { data { eventType identifiers { patientId } } cursor } }";
-    ask(
+    post(
         &client,
         &url,
         &token,
@@ -1172,7 +1152,7 @@ async fn a_live_database_is_backed_up(#[case] engine: Engine) {
         serde_json::json!({}),
     )
     .await;
-    let followed = ask(&client, &url, &token, feed, serde_json::json!({})).await;
+    let followed = post(&client, &url, &token, feed, serde_json::json!({})).await;
     let cursor = followed["data"]["events"]["cursor"].clone();
     assert!(cursor.is_string(), "{followed}");
     server.kill().expect("kill");
@@ -1222,7 +1202,7 @@ async fn a_live_database_is_backed_up(#[case] engine: Engine) {
     std::fs::copy(&copy, cli.dir.path().join("practice.db")).expect("restore");
     let (mut server, url) = start_server(&cli);
     // The client's cursor names an event the restored log lost: past its end, expired.
-    let lost = ask(
+    let lost = post(
         &client,
         &url,
         &token,
@@ -1236,7 +1216,7 @@ async fn a_live_database_is_backed_up(#[case] engine: Engine) {
     );
     // The restored database's new events come after every cursor the old one handed out:
     // the client that goes on with its cursor gets them, where it passed over them.
-    let made = ask(
+    let made = post(
         &client,
         &url,
         &token,
@@ -1245,7 +1225,7 @@ async fn a_live_database_is_backed_up(#[case] engine: Engine) {
     )
     .await;
     let restored = made["data"]["createPatient"]["data"]["id"].clone();
-    let read_on = ask(
+    let read_on = post(
         &client,
         &url,
         &token,
