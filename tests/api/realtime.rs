@@ -2001,7 +2001,7 @@ async fn a_subscriber_whose_patient_check_fails_is_closed_with_its_cursor(#[case
 
 /// When the token cannot be checked again at an event about it (the database could not be
 /// read), the connection closes (1013: try again later) rather than going on with a token that
-/// may have been revoked: no later event would check it. The check is made to fail by taking
+/// may have been revoked: no later event would check it. So does one that runs nothing. The check is made to fail by taking
 /// the tokens' table away, and the event written beside it, as another process would.
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]
@@ -2021,6 +2021,20 @@ async fn a_subscriber_whose_token_cannot_be_checked_again_is_closed(#[case] engi
         "tokens",
         "token.revoked",
         ("token_id", &token_id),
+    )
+    .await;
+    assert_eq!(code, 1013, "{reason}");
+    assert!(reason.contains("could not be checked again"), "{reason}");
+
+    // So is a connection that runs nothing, whose guard checks the token at the event.
+    let (idle_id, idle_token) = api_token(&app, &["patients:read"], None).await;
+    let mut idle = Ws::connect(&app, &idle_token).await;
+    let (code, reason) = closed_with_table_away(
+        &app,
+        &mut idle,
+        "tokens",
+        "token.revoked",
+        ("token_id", &idle_id),
     )
     .await;
     assert_eq!(code, 1013, "{reason}");
