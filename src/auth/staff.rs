@@ -186,7 +186,6 @@ impl StaffInput {
             .metadata
             .as_deref()
             .and_then(domain::metadata_list_refusal);
-        let metadata = self.metadata.clone();
         let services_provided = self
             .services_provided
             .as_ref()
@@ -196,7 +195,7 @@ impl StaffInput {
         let patch = UserPatch {
             services_provided,
             pronouns: line("pronouns", &self.pronouns)?,
-            metadata,
+            metadata: self.metadata.clone(),
             access_groups,
             email,
             title: line("title", &self.title)?,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, broadcast, watch};
 
 use crate::store::Store;
-use crate::store::events::{Position, StoredEvent, TOKEN_REVOKED, USER_CHANGED};
+use crate::store::events::{Position, StoredEvent};
 
 /// Events a subscriber may fall behind the hub before it is told it lagged, by default.
 pub const DEFAULT_CAPACITY: usize = 4096;
@@ -118,7 +118,7 @@ impl Hub {
                         for event in events {
                             from = event.position();
                             let event = Arc::new(event);
-                            if matches!(event.event_type.as_str(), TOKEN_REVOKED | USER_CHANGED) {
+                            if event.is_about_tokens() {
                                 let _ = self.changes.send(event.clone());
                             }
                             // No subscriber is no error: nobody is listening right now.

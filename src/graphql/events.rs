@@ -349,20 +349,29 @@ impl Connection {
     /// reads other things than before (see [`Connection::refresh`]). True while it works as
     /// before.
     pub async fn recheck(&self, store: &Store) -> bool {
+        match self.authenticate_again(store).await {
+            Some(now) => self.refresh(now),
+            None => false,
+        }
+    }
+
+    /// The token's holder as the database has it now, or None with the connection cut: when
+    /// the token no longer works (4403), or cannot be checked (1013). Not known to be refused,
+    /// nor allowed, the connection ends to be made again in a moment, rather than stay open
+    /// on a token that may have been revoked: no later event would check it again.
+    async fn authenticate_again(&self, store: &Store) -> Option<Principal> {
         match auth::authenticate(store, None, &self.token).await {
-            Ok(now) => self.refresh(now),
+            Ok(now) => Some(now),
             Err(auth::AuthError::Store(error)) => {
-                // Not known to be refused, nor allowed: no event goes out on a token that may
-                // have been revoked (no later event would check it again).
-                tracing::warn!(%error, "could not check a subscriber's token again");
+                tracing::warn!(%error, "could not check a connection's token again");
                 self.cut(Cut::Unavailable(
                     "The token could not be checked again: connect again in a moment".into(),
                 ));
-                false
+                None
             }
             Err(refused) => {
                 self.cut(Cut::Forbidden(no_longer_valid(&refused).into()));
-                false
+                None
             }
         }
     }
@@ -382,9 +391,10 @@ impl Connection {
 
     /// Follows the events about the connection's token and its user from `events` (the
     /// hub's [`Hub::subscribe_to_changes`], subscribed to before the token was authenticated
-    /// for the connection, so that no change falls between the two), and cuts the connection once the token no longer
-    /// works (revoked, signed out, its user disabled): one that runs no subscription, which
-    /// no event would otherwise reach, is closed then too (4403 on a websocket). A change
+    /// for the connection, so that no change falls between the two), and cuts the connection
+    /// once the token no longer works (revoked, signed out, its user disabled) or cannot be
+    /// checked ([`Connection::authenticate_again`]): one that runs no subscription, which no
+    /// event would otherwise reach, is closed then too (4403 on a websocket). A change
     /// that leaves the token working is the next operation's to take
     /// ([`Connection::refresh`], [`Connection::replace`]). Ends with the cut, or with the
     /// hub; the transport aborts it when the connection ends.
@@ -403,23 +413,8 @@ impl Connection {
             if !looked_at {
                 continue;
             }
-            match auth::authenticate(&store, None, &self.token).await {
-                Ok(_) => {}
-                // Not known to be refused, nor allowed, and the change that asked is gone by:
-                // the connection ends, to be made again in a moment, as a subscription's does
-                // ([`Connection::recheck`]), rather than stay open on a token that may be
-                // revoked.
-                Err(auth::AuthError::Store(error)) => {
-                    tracing::warn!(%error, "could not check a connection's token again");
-                    self.cut(Cut::Unavailable(
-                        "The token could not be checked again: connect again in a moment".into(),
-                    ));
-                    return;
-                }
-                Err(refused) => {
-                    self.cut(Cut::Forbidden(no_longer_valid(&refused).into()));
-                    return;
-                }
+            if self.authenticate_again(&store).await.is_none() {
+                return;
             }
         }
     }

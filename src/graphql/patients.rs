@@ -505,9 +505,10 @@ impl PatientMutations {
             Ok(new) => new,
             Err(denied) => return envelope(ctx, Err(denied), Patient),
         };
-        let attributes = new.attributes;
         let change = practice
-            .create_patient(new.fields, &new.labels, |p| p.set_attributes(attributes))
+            .create_patient(new.fields, &new.labels, |p| {
+                p.set_attributes(new.attributes)
+            })
             .await
             .or_fail()?;
         envelope(ctx, change, Patient)

@@ -117,6 +117,12 @@ impl StoredEvent {
         }
     }
 
+    /// True for the changes of a token or its user ([`TOKEN_REVOKED`], [`USER_CHANGED`]): what
+    /// a connection's guard and its subscriptions check their token again at.
+    pub fn is_about_tokens(&self) -> bool {
+        matches!(self.event_type.as_str(), TOKEN_REVOKED | USER_CHANGED)
+    }
+
     /// True for the types clients see.
     pub fn is_public(&self) -> bool {
         EVENT_TYPES.contains(&self.event_type.as_str())
@@ -432,9 +438,7 @@ impl Store {
         tx.commit().await?;
         Ok(deleted.len() as u64)
     }
-}
 
-impl Store {
     /// Puts the events of a PostgreSQL database restored into another server (`pg_restore`)
     /// back in reach. Their `tx_id`s are the old server's transaction ids, which the new
     /// server's do not reach for a long while: readers, who see the events of transactions
@@ -453,10 +457,15 @@ impl Store {
         if self.engine != Engine::Postgres {
             return Ok(0);
         }
-        let ahead = "SELECT EXISTS (SELECT 1 FROM events WHERE tx_id >= {next}) \
-                     OR EXISTS (SELECT 1 FROM event_floors WHERE tx_id >= {next})";
+        // Whether the log holds a position at or past the transaction id `next`.
+        let ahead = |next: &str| {
+            format!(
+                "SELECT EXISTS (SELECT 1 FROM events WHERE tx_id >= {next}) \
+                 OR EXISTS (SELECT 1 FROM event_floors WHERE tx_id >= {next})"
+            )
+        };
         let next = "pg_snapshot_xmax(pg_current_snapshot())::text::bigint";
-        let restored: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(ahead.replace("{next}", next)))
+        let restored: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(ahead(next)))
             .fetch_one(&self.write)
             .await?;
         if !restored {
@@ -469,7 +478,7 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         let own = "pg_current_xact_id()::text::bigint";
-        let still: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(ahead.replace("{next}", own)))
+        let still: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(ahead(own)))
             .fetch_one(&mut *tx)
             .await?;
         if !still {
