@@ -243,13 +243,31 @@ pub async fn list_users(store: &Store, practice_id: &str) -> AdminResult<Vec<Use
     Ok(users)
 }
 
-/// The staff user with this email, in the practice.
-async fn user_by_email(store: &Store, practice_id: &str, email: &str) -> AdminResult<User> {
-    store
-        .practice(practice_id)
+/// The staff user with this email, and their practice's id: in the practice given with
+/// `--practice`, or, without it, wherever they are (an email is unique across practices), so
+/// that an operator cuts off an account of any practice by its email alone.
+async fn user_by_email(
+    store: &Store,
+    practice: Option<&str>,
+    email: &str,
+) -> AdminResult<(String, User)> {
+    let missing = || invalid(format!("no staff user with email {}", email.trim()));
+    let practice_id = match practice {
+        Some(id) => self::practice(store, Some(id)).await?.id,
+        None => {
+            store
+                .find_credentials(email.trim())
+                .await?
+                .ok_or_else(missing)?
+                .practice_id
+        }
+    };
+    let user = store
+        .practice(&practice_id)
         .find_user_by_email(email)
         .await?
-        .ok_or_else(|| invalid(format!("no staff user with email {}", email.trim())))
+        .ok_or_else(missing)?;
+    Ok((practice_id, user))
 }
 
 /// The operator may give and act on every role.
@@ -258,17 +276,17 @@ fn any_role(_: &str) -> bool {
 }
 
 /// `user disable EMAIL`: their sessions end at once and signIn refuses them.
-pub async fn disable_user(store: &Store, practice_id: &str, email: &str) -> AdminResult<User> {
-    let user = user_by_email(store, practice_id, email).await?;
-    Ok(as_operator(store, practice_id, "user disable")
+pub async fn disable_user(store: &Store, practice: Option<&str>, email: &str) -> AdminResult<User> {
+    let (practice_id, user) = user_by_email(store, practice, email).await?;
+    Ok(as_operator(store, &practice_id, "user disable")
         .disable_user(&user.id, None, &any_role)
         .await??)
 }
 
 /// `user enable EMAIL`.
-pub async fn enable_user(store: &Store, practice_id: &str, email: &str) -> AdminResult<User> {
-    let user = user_by_email(store, practice_id, email).await?;
-    Ok(as_operator(store, practice_id, "user enable")
+pub async fn enable_user(store: &Store, practice: Option<&str>, email: &str) -> AdminResult<User> {
+    let (practice_id, user) = user_by_email(store, practice, email).await?;
+    Ok(as_operator(store, &practice_id, "user enable")
         .enable_user(&user.id, &any_role)
         .await??)
 }
@@ -277,11 +295,11 @@ pub async fn enable_user(store: &Store, practice_id: &str, email: &str) -> Admin
 /// returns the one-time set-password token.
 pub async fn reset_password(
     store: &Store,
-    practice_id: &str,
+    practice: Option<&str>,
     email: &str,
 ) -> AdminResult<(User, String)> {
-    let user = user_by_email(store, practice_id, email).await?;
-    let practice = as_operator(store, practice_id, "user reset-password");
+    let (practice_id, user) = user_by_email(store, practice, email).await?;
+    let practice = as_operator(store, &practice_id, "user reset-password");
     match auth::staff::reset_password(practice, &user.id, &any_role).await {
         Ok(done) => Ok((done.user, done.set_password_token)),
         Err(auth::staff::StaffError::Refused(refusal)) => Err(invalid(say(&refusal))),

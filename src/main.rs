@@ -103,7 +103,8 @@ enum UserCommand {
     Disable {
         /// The user's email.
         email: String,
-        /// The practice (its id); the default practice if omitted.
+        /// The practice (its id) the user must be in; without it, the user's own practice,
+        /// found by the email (unique across practices).
         #[arg(long)]
         practice: Option<String>,
     },
@@ -111,7 +112,8 @@ enum UserCommand {
     Enable {
         /// The user's email.
         email: String,
-        /// The practice (its id); the default practice if omitted.
+        /// The practice (its id) the user must be in; without it, the user's own practice,
+        /// found by the email (unique across practices).
         #[arg(long)]
         practice: Option<String>,
     },
@@ -120,7 +122,8 @@ enum UserCommand {
     ResetPassword {
         /// The user's email.
         email: String,
-        /// The practice (its id); the default practice if omitted.
+        /// The practice (its id) the user must be in; without it, the user's own practice,
+        /// found by the email (unique across practices).
         #[arg(long)]
         practice: Option<String>,
     },
@@ -143,8 +146,8 @@ enum TokenCommand {
         #[arg(long)]
         practice: Option<String>,
     },
-    /// Lists API tokens, one a line: id, name, permissions, created, last used, expiry,
-    /// revoked.
+    /// Lists API tokens, one a line: id, name, permissions, created, last used, expiry, and
+    /// "revoked", "expired" or "active".
     List {
         /// The practice (its id); the default practice if omitted.
         #[arg(long)]
@@ -380,30 +383,21 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
             Ok(())
         }
         Command::User(UserCommand::Disable { email, practice }) => {
-            let practice = admin::practice(store, practice.as_deref())
-                .await
-                .map_err(fail)?;
-            let user = admin::disable_user(store, &practice.id, &email)
+            let user = admin::disable_user(store, practice.as_deref(), &email)
                 .await
                 .map_err(fail)?;
             say!("disabled {}: their sessions have ended", user.email);
             Ok(())
         }
         Command::User(UserCommand::Enable { email, practice }) => {
-            let practice = admin::practice(store, practice.as_deref())
-                .await
-                .map_err(fail)?;
-            let user = admin::enable_user(store, &practice.id, &email)
+            let user = admin::enable_user(store, practice.as_deref(), &email)
                 .await
                 .map_err(fail)?;
             say!("enabled {}", user.email);
             Ok(())
         }
         Command::User(UserCommand::ResetPassword { email, practice }) => {
-            let practice = admin::practice(store, practice.as_deref())
-                .await
-                .map_err(fail)?;
-            let (user, token) = admin::reset_password(store, &practice.id, &email)
+            let (user, token) = admin::reset_password(store, practice.as_deref(), &email)
                 .await
                 .map_err(fail)?;
             say!(
@@ -453,6 +447,7 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
                 ms.and_then(chrono::DateTime::from_timestamp_millis)
                     .map_or_else(|| "-".into(), |t| t.to_rfc3339())
             };
+            let now = chrono::Utc::now().timestamp_millis();
             for t in tokens {
                 println!(
                     "{}\t{}\t{}\tcreated {}\tlast used {}\texpires {}\t{}",
@@ -464,6 +459,8 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
                     time(t.expires_at),
                     if t.revoked_at.is_some() {
                         "revoked"
+                    } else if t.expires_at.is_some_and(|at| at <= now) {
+                        "expired"
                     } else {
                         "active"
                     },

@@ -234,15 +234,31 @@ async fn token_list_lists_every_token(#[case] engine: Engine) {
     for id in &made[..10] {
         admin::revoke_token(&store, id).await.expect("revoke");
     }
-    for i in 0..10 {
+    for i in 0..9 {
         admin::create_token(&store, &practice, &format!("u{i}"), &every, None)
             .await
             .expect("a token");
     }
+    // One that expires a moment from now, and has when the list is asked for.
+    let soon = (chrono::Utc::now() + chrono::Duration::milliseconds(500)).to_rfc3339();
+    admin::create_token(&store, &practice, "brief", &every, Some(&soon))
+        .await
+        .expect("a token");
     store.close().await;
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
     let listed = cli.run(&["token", "list"]);
     assert!(listed.status.success(), "{}", stderr(&listed));
-    assert_eq!(stdout(&listed).lines().count(), 210);
+    let listed = stdout(&listed);
+    assert_eq!(listed.lines().count(), 210);
+    let state = |line: &str| line.rsplit('\t').next().unwrap_or_default().to_string();
+    let count = |s: &str| listed.lines().filter(|l| state(l) == s).count();
+    assert_eq!(
+        (count("revoked"), count("expired"), count("active")),
+        (10, 1, 199),
+        "{listed}"
+    );
+    let brief = listed.lines().find(|l| l.contains("\tbrief\t"));
+    assert!(brief.is_some_and(|l| l.ends_with("\texpired")), "{brief:?}");
 }
 
 #[test]
@@ -1396,6 +1412,80 @@ async fn staff_are_listed_disabled_enabled_and_reset_on_the_command_line(#[case]
     let _ = server.kill();
     let _ = server.wait();
     assert!(body["data"]["setPassword"]["token"].is_string(), "{body}");
+}
+
+/// An email is unique across practices, so the commands that act on one staff user find them
+/// in their own practice without `--practice`; with it, only in the practice it names.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_staff_user_of_any_practice_is_found_by_their_email(#[case] engine: Engine) {
+    let cli = cli!(engine);
+    cli.make_staff();
+    let north = last_line(&cli.run(&["practice", "create", "--name", "North Clinic"]));
+    let made = cli.run_with_stdin(
+        &[
+            "user",
+            "create",
+            "--email",
+            "nora@north.example",
+            "--first-name",
+            "Nora",
+            "--last-name",
+            "North",
+            "--role",
+            "practitioner",
+            "--practice",
+            &north,
+            "--password-stdin",
+        ],
+        "a long password",
+    );
+    assert!(made.status.success(), "{}", stderr(&made));
+    let listed = |practice: &str| stdout(&cli.run(&["user", "list", "--practice", practice]));
+
+    let disabled = cli.run(&["user", "disable", "Nora@North.example"]);
+    assert!(disabled.status.success(), "{}", stderr(&disabled));
+    assert!(
+        listed(&north)
+            .lines()
+            .any(|l| l.contains("nora@north.example") && l.ends_with("\tdisabled")),
+        "{}",
+        listed(&north)
+    );
+    let enabled = cli.run(&["user", "enable", "nora@north.example"]);
+    assert!(enabled.status.success(), "{}", stderr(&enabled));
+    assert!(!listed(&north).contains("disabled"), "{}", listed(&north));
+    let reset = cli.run(&["user", "reset-password", "nora@north.example"]);
+    assert!(reset.status.success(), "{}", stderr(&reset));
+    assert!(last_line(&reset).starts_with("pa_"), "{}", stdout(&reset));
+
+    // Named with another practice, the user is not there; the default practice's users are
+    // still found as before.
+    let elsewhere = cli.run(&["user", "list"]);
+    let default = stdout(&elsewhere);
+    assert!(!default.contains("nora@"), "{default}");
+    let rita = default
+        .lines()
+        .find(|l| l.contains("rita@example.com"))
+        .expect("rita listed");
+    let default_practice = cli.run(&["user", "disable", "rita@example.com"]);
+    assert!(default_practice.status.success(), "{rita}");
+    let wrong = cli.run(&["user", "disable", "rita@example.com", "--practice", &north]);
+    assert!(!wrong.status.success());
+    assert!(
+        stderr(&wrong).contains("no staff user with email rita@example.com"),
+        "{}",
+        stderr(&wrong)
+    );
+    let nobody = cli.run(&["user", "reset-password", "nobody@north.example"]);
+    assert!(!nobody.status.success());
+    assert!(
+        stderr(&nobody).contains("no staff user with email nobody@north.example"),
+        "{}",
+        stderr(&nobody)
+    );
 }
 
 #[rstest]
