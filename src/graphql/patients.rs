@@ -4,9 +4,7 @@ use async_graphql::{Context, ID, InputObject, MaybeUndefined, Object, Result};
 
 use super::access::{authorize, authorize_write, reader, writer};
 use super::error::{OrFail, bad_input};
-use super::input::{
-    MAX_LINE_CHARS, MAX_TEXT_CHARS, email, optional_lines, optional_text, required_text,
-};
+use super::input::{MAX_LINE_CHARS, MAX_TEXT_CHARS, email, optional_lines, optional_text};
 use super::loaders;
 use super::objects::record::{PatientArchiveReason, PatientUnarchiveReason, enum_name};
 use super::objects::{PageInfo, Patient, PatientData, ResponsePayload, envelope, items};
@@ -37,10 +35,9 @@ const MAX_SEARCH_CHARS: usize = 100;
 pub struct CreatePatientDataInput {
     /// Form of address, e.g. "Mrs".
     pub title: Option<String>,
-    /// First name; not blank when given. A patient needs a first name, a last name or an
-    /// email.
+    /// First name; blank is none. A patient needs a first name, a last name or an email.
     pub first: Option<String>,
-    /// Last name; not blank when given.
+    /// Last name; blank is none.
     pub last: Option<String>,
     /// Email address.
     pub email: Option<String>,
@@ -92,15 +89,18 @@ pub struct CreatePatientDataInput {
     pub custom_attributes: Option<Vec<Option<AddCustomAttributeData>>>,
 }
 
-/// Changes to a patient. An omitted field is left as it is; null clears it (first and last
-/// name cannot be cleared). `labels`, when given, replaces the patient's labels.
+/// Changes to a patient. An omitted field is left as it is; null clears it (a blank name too;
+/// a patient keeps a first name, a last name or an email, or the change is refused in
+/// `error`). `placeOfBirth`, `communicationPreferences` and `ins` change in part: what they
+/// give replaces what was kept, what they leave out stays. `labels`, when given, replaces
+/// the patient's labels.
 #[derive(InputObject)]
 pub struct UpdatePatientDataInput {
     /// Form of address, e.g. "Mrs".
     pub title: MaybeUndefined<String>,
-    /// First name; cannot be cleared.
+    /// First name; null or blank clears it.
     pub first: MaybeUndefined<String>,
-    /// Last name; cannot be cleared.
+    /// Last name; null or blank clears it.
     pub last: MaybeUndefined<String>,
     /// Email address.
     pub email: MaybeUndefined<String>,
@@ -132,7 +132,8 @@ pub struct UpdatePatientDataInput {
     pub birth_name: MaybeUndefined<String>,
     /// Every given name at birth.
     pub birth_names: MaybeUndefined<String>,
-    /// Where the patient was born; null clears it.
+    /// Where the patient was born: a name or code given replaces the one kept (null or blank
+    /// clears it), one left out stays; null clears both.
     pub place_of_birth: MaybeUndefined<PlaceOfBirthInput>,
     /// Social security number.
     pub social_security_number: MaybeUndefined<String>,
@@ -144,9 +145,11 @@ pub struct UpdatePatientDataInput {
     pub occupation: MaybeUndefined<String>,
     /// True to put the patient on hold (no booking), false to take them off.
     pub on_hold: Option<bool>,
-    /// How the patient agreed to be contacted; null clears it.
+    /// How the patient agreed to be contacted: each answer given replaces the one kept (null
+    /// clears it), those left out stay; null clears them all.
     pub communication_preferences: MaybeUndefined<PatientCommunicationPreferencesInput>,
-    /// The patient's INS; null clears it.
+    /// The patient's INS: each field given replaces the one kept (null or blank clears it),
+    /// those left out stay; null clears it whole.
     pub ins: MaybeUndefined<InsInput>,
 }
 
@@ -165,9 +168,9 @@ fn notes(value: Option<String>) -> Result<Option<String>> {
     optional_lines("patientData.comments", value, MAX_TEXT_CHARS)
 }
 
-/// A name of `patientData` (`first`, `last`), checked: required, not blank.
-fn name(field: &'static str, value: String) -> Result<String> {
-    required_text(&format!("patientData.{field}"), value, MAX_LINE_CHARS)
+/// A name of `patientData` (`first`, `last`), checked; blank is none, kept as empty.
+fn name(field: &'static str, value: Option<String>) -> Result<String> {
+    Ok(line(field)(value)?.unwrap_or_default())
 }
 
 /// The patient's email, checked and lower-cased.
@@ -214,10 +217,10 @@ impl CreatePatientDataInput {
     /// The input checked: a mistake in it is an error; more custom attributes than a patient
     /// holds, a refusal.
     fn into_fields(self, ins_data: Option<InsInput>) -> Result<Change<NewPatient>> {
-        let first = self.first.map(|f| name("first", f)).transpose()?;
-        let last = self.last.map(|l| name("last", l)).transpose()?;
+        let first = name("first", self.first)?;
+        let last = name("last", self.last)?;
         let email = patient_email(self.email)?;
-        if first.is_none() && last.is_none() && email.is_none() {
+        if first.is_empty() && last.is_empty() && email.is_none() {
             return Err(bad_input(
                 "patientData needs a first name, a last name or an email",
             ));
@@ -238,17 +241,21 @@ impl CreatePatientDataInput {
             .into_iter()
             .map(|a| record::attribute("patientData.customAttributes", a))
             .collect::<Result<Vec<_>>>()?;
-        let place = self.place_of_birth;
+        let place = self
+            .place_of_birth
+            .map(record::place_of_birth)
+            .transpose()?
+            .unwrap_or_default();
         let fields = PatientFields {
             title: line("title")(self.title)?,
-            first_name: first.unwrap_or_default(),
-            last_name: last.unwrap_or_default(),
+            first_name: first,
+            last_name: last,
             email,
             birth_surname: line("birthSurname")(self.birth_surname)?,
             birth_name: line("birthName")(self.birth_name)?,
             birth_names: line("birthNames")(self.birth_names)?,
-            place_of_birth_name: line("placeOfBirth.name")(place.clone().and_then(|p| p.name))?,
-            place_of_birth_code: line("placeOfBirth.code")(place.and_then(|p| p.code))?,
+            place_of_birth_name: place.name.flatten(),
+            place_of_birth_code: place.code.flatten(),
             social_security_number: record::social_security_number(self.social_security_number)?,
             payment_reference: line("paymentReference")(self.payment_reference)?,
             google_client_id: line("googleClientId")(self.google_client_id)?,
@@ -258,11 +265,11 @@ impl CreatePatientDataInput {
                 .communication_preferences
                 .map(record::communication)
                 .transpose()?
-                .map(|c| store_json(&c)),
+                .map(|c| store_json(&c.value)),
             ins: ins_data
-                .map(record::ins)
+                .map(|i| record::ins("insData", i))
                 .transpose()?
-                .map(|i| store_json(&i)),
+                .map(|i| store_json(&i.value)),
             dob: dob(self.dob)?,
             gender: line("gender")(self.gender)?,
             sex: line("sex")(self.sex)?,
@@ -303,22 +310,21 @@ fn change<T, V: Send + 'static>(
     Ok(())
 }
 
-/// Adds to `patch` the change of a name, which cannot be cleared.
+/// Adds to `patch` the change of a name: null or blank clears it (kept as empty).
 fn rename(
     patch: &mut PatientPatch,
     field: &'static str,
     update: MaybeUndefined<String>,
     set: fn(&mut PatientFields, String),
 ) -> Result<()> {
-    match update {
-        MaybeUndefined::Undefined => Ok(()),
-        MaybeUndefined::Null => Err(bad_input(format!("patientData.{field} cannot be cleared"))),
-        MaybeUndefined::Value(v) => {
-            let value = name(field, v)?;
-            patch.set(move |f| set(f, value));
-            Ok(())
-        }
-    }
+    let value = match update {
+        MaybeUndefined::Undefined => return Ok(()),
+        MaybeUndefined::Null => None,
+        MaybeUndefined::Value(v) => Some(v),
+    };
+    let value = name(field, value)?;
+    patch.set(move |f| set(f, value));
+    Ok(())
 }
 
 impl UpdatePatientDataInput {
@@ -358,18 +364,8 @@ impl UpdatePatientDataInput {
         change(
             &mut p,
             self.place_of_birth,
-            |place| {
-                let place = place.map(|p| (p.name, p.code)).unwrap_or_default();
-                Ok(Some((
-                    line("placeOfBirth.name")(place.0)?,
-                    line("placeOfBirth.code")(place.1)?,
-                )))
-            },
-            |f, v| {
-                let (name, code) = v.unwrap_or_default();
-                f.place_of_birth_name = name;
-                f.place_of_birth_code = code;
-            },
+            |place| place.map(record::place_of_birth).transpose(),
+            PatientFields::merge_place_of_birth,
         )?;
         change(
             &mut p,
@@ -394,22 +390,14 @@ impl UpdatePatientDataInput {
         change(
             &mut p,
             self.communication_preferences,
-            |c| {
-                c.map(record::communication)
-                    .transpose()
-                    .map(|c| c.map(|c| store_json(&c)))
-            },
-            |f, v| f.communication = v,
+            |c| c.map(record::communication).transpose(),
+            PatientFields::merge_communication,
         )?;
         change(
             &mut p,
             self.ins,
-            |i| {
-                i.map(record::ins)
-                    .transpose()
-                    .map(|i| i.map(|i| store_json(&i)))
-            },
-            |f, v| f.ins = v,
+            |i| i.map(|i| record::ins("patientData.ins", i)).transpose(),
+            PatientFields::merge_ins,
         )?;
         Ok(p)
     }

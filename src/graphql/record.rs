@@ -3,7 +3,7 @@
 //! membership). Each is `patients:write`, refused for a deleted patient, and an event
 //! (`patient.phone.added`, ...).
 
-use async_graphql::{Context, ID, InputObject, Object, Result};
+use async_graphql::{Context, ID, InputObject, MaybeUndefined, Object, Result};
 
 use super::access::authorize_write;
 use super::error::{OrFail, bad_input};
@@ -16,52 +16,57 @@ use super::objects::record::{
 };
 use super::objects::{Patient, ResponsePayload, envelope};
 use super::scalars::Date;
-use crate::store::patient_record::{AttributeEntry, Communication, Contact, Ins};
+use crate::store::patient_record::{
+    AttributeEntry, Communication, Contact, Ins, Part, PlaceChange,
+};
 
-/// The patient's INS (France's national health identity).
+/// The patient's INS (France's national health identity). In updatePatient, a field left
+/// out is kept and a field given as null (or blank) is cleared.
 #[derive(InputObject, Clone)]
 #[graphql(name = "INSInput")]
 pub struct InsInput {
     /// The INS number: 13 characters and a 2-digit key, 15 in all; digits, with 2A or 2B
     /// (Corsica) in the department's place.
-    pub number: Option<String>,
+    pub number: MaybeUndefined<String>,
     /// The OID of the authority that issued it (digits and dots).
-    pub oid: Option<String>,
+    pub oid: MaybeUndefined<String>,
     /// True when the identity was checked by hand.
-    pub manual_identification: Option<bool>,
+    pub manual_identification: MaybeUndefined<bool>,
     /// An alert on the identity.
-    pub identity_alert_status: Option<PatientInsIdentityAlertStatus>,
+    pub identity_alert_status: MaybeUndefined<PatientInsIdentityAlertStatus>,
     /// Why the alert was raised.
-    pub identity_alert_comment: Option<String>,
+    pub identity_alert_comment: MaybeUndefined<String>,
     /// Where the INS stands.
-    pub status: Option<PatientInsStatus>,
+    pub status: MaybeUndefined<PatientInsStatus>,
     /// The identity document it was checked against.
-    pub identity_document: Option<String>,
+    pub identity_document: MaybeUndefined<String>,
 }
 
-/// Where the patient was born.
+/// Where the patient was born. In updatePatient, a field left out is kept and a field given
+/// as null (or blank) is cleared.
 #[derive(InputObject, Clone)]
 pub struct PlaceOfBirthInput {
     /// The place's name.
-    pub name: Option<String>,
+    pub name: MaybeUndefined<String>,
     /// The place's official code.
-    pub code: Option<String>,
+    pub code: MaybeUndefined<String>,
 }
 
-/// How the patient agreed to be contacted.
+/// How the patient agreed to be contacted. In updatePatient, a field left out is kept and a
+/// field given as null (or blank) is cleared.
 #[derive(InputObject, Clone)]
 pub struct PatientCommunicationPreferencesInput {
     /// By email.
-    pub receive_email: Option<bool>,
+    pub receive_email: MaybeUndefined<bool>,
     /// By text message.
     #[graphql(name = "receiveSMS")]
-    pub receive_sms: Option<bool>,
+    pub receive_sms: MaybeUndefined<bool>,
     /// With promotions.
-    pub promotional_marketing: Option<bool>,
+    pub promotional_marketing: MaybeUndefined<bool>,
     /// The patient's answer to the privacy policy, e.g. "accepted".
-    pub privacy_policy: Option<String>,
+    pub privacy_policy: MaybeUndefined<String>,
     /// With reminders of payments due.
-    pub payment_reminders: Option<bool>,
+    pub payment_reminders: MaybeUndefined<bool>,
 }
 
 /// A new custom attribute: a question and the patient's answer.
@@ -179,57 +184,117 @@ pub fn social_security_number(value: Option<String>) -> Result<Option<String>> {
 }
 
 /// An INS, checked.
-pub fn ins(input: InsInput) -> Result<Ins> {
-    let number = line("insData.number", input.number)?;
+pub fn ins(field: &str, input: InsInput) -> Result<Part<Ins>> {
+    let f = |name: &str| format!("{field}.{name}");
+    let given = given(&[
+        ("number", input.number.is_undefined()),
+        ("oid", input.oid.is_undefined()),
+        (
+            "manual_identification",
+            input.manual_identification.is_undefined(),
+        ),
+        (
+            "identity_alert_status",
+            input.identity_alert_status.is_undefined(),
+        ),
+        (
+            "identity_alert_comment",
+            input.identity_alert_comment.is_undefined(),
+        ),
+        ("status", input.status.is_undefined()),
+        ("identity_document", input.identity_document.is_undefined()),
+    ]);
+    let number = line(&f("number"), input.number.take())?;
     if let Some(n) = &number {
         let ok = n.len() == 15
             && n.char_indices()
                 .all(|(i, c)| c.is_ascii_digit() || (i == 6 && matches!(c, 'A' | 'B' | 'a' | 'b')));
         if !ok {
             return Err(bad_input(format!(
-                "insData.number must be 15 characters: digits, with 2A or 2B for Corsica, got \
-                 {n:?}"
+                "{} must be 15 characters: digits, with 2A or 2B for Corsica, got {n:?}",
+                f("number")
             )));
         }
     }
-    let oid = line("insData.oid", input.oid)?;
+    let oid = line(&f("oid"), input.oid.take())?;
     if let Some(oid) = &oid
         && !oid
             .split('.')
             .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
     {
         return Err(bad_input(format!(
-            "insData.oid must be an OID such as 1.2.250.1.213.1.4.8, got {oid:?}"
+            "{} must be an OID such as 1.2.250.1.213.1.4.8, got {oid:?}",
+            f("oid")
         )));
     }
-    Ok(Ins {
+    let value = Ins {
         number: number.map(|n| n.to_uppercase()),
         oid,
-        manual_identification: input.manual_identification,
+        manual_identification: input.manual_identification.take(),
         identity_alert_status: input
             .identity_alert_status
+            .take()
             .map(|s| enum_name(s).to_string()),
         identity_alert_comment: optional_lines(
-            "insData.identityAlertComment",
-            input.identity_alert_comment,
+            &f("identityAlertComment"),
+            input.identity_alert_comment.take(),
             MAX_TEXT_CHARS,
         )?,
-        status: input.status.map(|s| enum_name(s).to_string()),
-        identity_document: line("insData.identityDocument", input.identity_document)?,
-    })
+        status: input.status.take().map(|s| enum_name(s).to_string()),
+        identity_document: line(&f("identityDocument"), input.identity_document.take())?,
+    };
+    Ok(Part { value, given })
+}
+
+/// The stored names of the fields an input gives (`undefined` false): null among them.
+fn given(fields: &[(&'static str, bool)]) -> Vec<&'static str> {
+    fields
+        .iter()
+        .filter(|(_, undefined)| !undefined)
+        .map(|(name, _)| *name)
+        .collect()
 }
 
 /// Communication preferences, checked.
-pub fn communication(input: PatientCommunicationPreferencesInput) -> Result<Communication> {
-    Ok(Communication {
-        receive_email: input.receive_email,
-        receive_sms: input.receive_sms,
-        promotional_marketing: input.promotional_marketing,
-        payment_reminders: input.payment_reminders,
+pub fn communication(input: PatientCommunicationPreferencesInput) -> Result<Part<Communication>> {
+    let given = given(&[
+        ("receive_email", input.receive_email.is_undefined()),
+        ("receive_sms", input.receive_sms.is_undefined()),
+        (
+            "promotional_marketing",
+            input.promotional_marketing.is_undefined(),
+        ),
+        ("payment_reminders", input.payment_reminders.is_undefined()),
+        ("privacy_policy", input.privacy_policy.is_undefined()),
+    ]);
+    let value = Communication {
+        receive_email: input.receive_email.take(),
+        receive_sms: input.receive_sms.take(),
+        promotional_marketing: input.promotional_marketing.take(),
+        payment_reminders: input.payment_reminders.take(),
         privacy_policy: line(
             "patientData.communicationPreferences.privacyPolicy",
-            input.privacy_policy,
+            input.privacy_policy.take(),
         )?,
+    };
+    Ok(Part { value, given })
+}
+
+/// A place of birth, checked: its name and code, each None when not given, Some(None) when
+/// given as null or blank.
+pub fn place_of_birth(input: PlaceOfBirthInput) -> Result<PlaceChange> {
+    let part = |name: &str, value: MaybeUndefined<String>| -> Result<Option<Option<String>>> {
+        match value.is_undefined() {
+            true => Ok(None),
+            false => Ok(Some(line(
+                &format!("patientData.placeOfBirth.{name}"),
+                value.take(),
+            )?)),
+        }
+    };
+    Ok(PlaceChange {
+        name: part("name", input.name)?,
+        code: part("code", input.code)?,
     })
 }
 

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::patients::Patient;
+use super::patients::{Patient, PatientFields};
 use super::{Change, PracticeStore, StoreResult, new_id};
 use crate::domain::limits::{
     MAX_ACCESS_GROUPS_PER_PATIENT, MAX_ATTRIBUTES_PER_PATIENT, MAX_NUMBERS_PER_PATIENT,
@@ -131,6 +131,69 @@ pub struct Communication {
     pub promotional_marketing: Option<bool>,
     pub payment_reminders: Option<bool>,
     pub privacy_policy: Option<String>,
+}
+
+/// A change to an object kept as JSON in the patient's row (the INS, the communication
+/// preferences): the fields it gives, by their stored names, each replacing the one kept (a
+/// field given as None clears it); the fields it does not give stay.
+#[derive(Clone, Debug, Default)]
+pub struct Part<T> {
+    pub value: T,
+    pub given: Vec<&'static str>,
+}
+
+/// A change to the place of birth: its name and code, each None when not given, Some(None)
+/// to clear it.
+#[derive(Clone, Debug, Default)]
+pub struct PlaceChange {
+    pub name: Option<Option<String>>,
+    pub code: Option<Option<String>>,
+}
+
+/// `stored` (JSON text, or none) with the fields `part` gives put in, read back through `T`
+/// so that the result has `T`'s shape.
+fn merge_part<T: Serialize + for<'de> Deserialize<'de> + Default>(
+    stored: Option<&str>,
+    part: Part<T>,
+) -> String {
+    use serde_json::{Map, Value};
+    let mut kept = match stored.and_then(|text| serde_json::from_str(text).ok()) {
+        Some(Value::Object(fields)) => fields,
+        _ => Map::new(),
+    };
+    if let Ok(Value::Object(new)) = serde_json::to_value(&part.value) {
+        for name in part.given {
+            kept.insert(name.into(), new.get(name).cloned().unwrap_or(Value::Null));
+        }
+    }
+    let merged: T = serde_json::from_value(Value::Object(kept)).unwrap_or_default();
+    encode(&merged)
+}
+
+impl PatientFields {
+    /// Changes the INS in part (see [`Part`]); None clears it whole.
+    pub fn merge_ins(&mut self, update: Option<Part<Ins>>) {
+        self.ins = update.map(|part| merge_part(self.ins.as_deref(), part));
+    }
+
+    /// Changes the communication preferences in part (see [`Part`]); None clears them all.
+    pub fn merge_communication(&mut self, update: Option<Part<Communication>>) {
+        self.communication = update.map(|part| merge_part(self.communication.as_deref(), part));
+    }
+
+    /// Changes the place of birth in part (see [`PlaceChange`]); None clears both.
+    pub fn merge_place_of_birth(&mut self, update: Option<PlaceChange>) {
+        let update = update.unwrap_or(PlaceChange {
+            name: Some(None),
+            code: Some(None),
+        });
+        if let Some(name) = update.name {
+            self.place_of_birth_name = name;
+        }
+        if let Some(code) = update.code {
+            self.place_of_birth_code = code;
+        }
+    }
 }
 
 /// Reads a JSON list or object as stored; what cannot be read is empty.

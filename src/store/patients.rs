@@ -20,7 +20,11 @@ pub struct Patient {
     pub id: String,
     #[sqlx(flatten)]
     pub fields: PatientFields,
+    /// When the archive in force began; None when the patient is not archived.
     pub archived_at: Option<i64>,
+    /// When the last archive began, kept once the patient is brought back (with its reason,
+    /// comments and who made it).
+    pub last_archived_at: Option<i64>,
     pub archive_reason: Option<String>,
     pub archive_comments: Option<String>,
     /// The staff user who archived the patient, if a staff user did.
@@ -115,6 +119,7 @@ impl Patient {
             .with("relationships", &self.relationships)
             .with("access_groups", &self.access_groups)
             .with("archived_at", self.archived_at)
+            .with("last_archived_at", self.last_archived_at)
             .with("archive_reason", &self.archive_reason)
             .with("archive_comments", &self.archive_comments)
             .with("archived_by", &self.archived_by)
@@ -623,6 +628,7 @@ impl PracticeStore<'_> {
                 return Err(Refusal::PatientAlreadyArchived);
             }
             p.archived_at = Some(now_ms());
+            p.last_archived_at = p.archived_at;
             p.archive_reason = reason;
             p.archive_comments = comments;
             p.archived_by = by.map(str::to_string);

@@ -131,8 +131,56 @@ async fn the_records_fields_are_written_and_read_back(#[case] engine: Engine) {
                 "identityDocument": "passport" })
     );
 
-    // An update changes what it names, clears what is null.
+    // The INS, the communication preferences and the place of birth change in part: what an
+    // update gives replaces what was kept, the rest stays.
     let update = "mutation($id: ID!, $d: UpdatePatientDataInput!) { updatePatient(id: $id, patientData: $d) { error } }";
+    let done = change(
+        &app,
+        update,
+        json!({ "id": id, "d": { "ins": { "status": "VALIDATED" },
+                                 "communicationPreferences": { "receiveSMS": true },
+                                 "placeOfBirth": { "code": "75101" } } }),
+    )
+    .await;
+    assert!(done["error"].is_null(), "{done}");
+    let p = read(&app, &app.admin_token, &id).await;
+    assert_eq!(
+        p["ins"],
+        json!({ "number": "185027512345678", "oid": "1.2.250.1.213.1.4.8", "manualIdentification": true,
+                "identityAlertStatus": "NONE", "identityAlertComment": null, "status": "VALIDATED",
+                "identityDocument": "passport" })
+    );
+    assert_eq!(
+        p["communicationPreferences"],
+        json!({ "receiveEmail": true, "receiveSMS": true, "promotionalMarketing": false,
+                "paymentReminders": true, "privacyPolicy": { "response": "accepted" } })
+    );
+    assert_eq!(
+        p["placeOfBirth"],
+        json!({ "name": "Paris", "code": "75101" })
+    );
+    // A part given as null, or blank, is cleared; the rest still stays.
+    let done = change(
+        &app,
+        update,
+        json!({ "id": id, "d": { "ins": { "identityDocument": null },
+                                 "communicationPreferences": { "privacyPolicy": null },
+                                 "placeOfBirth": { "name": " " } } }),
+    )
+    .await;
+    assert!(done["error"].is_null(), "{done}");
+    let p = read(&app, &app.admin_token, &id).await;
+    assert_eq!(p["ins"]["identityDocument"], Value::Null, "{p}");
+    assert_eq!(p["ins"]["status"], "VALIDATED", "{p}");
+    assert_eq!(p["ins"]["number"], "185027512345678", "{p}");
+    assert_eq!(
+        p["communicationPreferences"],
+        json!({ "receiveEmail": true, "receiveSMS": true, "promotionalMarketing": false,
+                "paymentReminders": true, "privacyPolicy": null })
+    );
+    assert_eq!(p["placeOfBirth"], json!({ "name": null, "code": "75101" }));
+
+    // An update changes what it names, clears what is null.
     let done = change(
         &app,
         update,
@@ -157,7 +205,10 @@ async fn the_records_fields_are_written_and_read_back(#[case] engine: Engine) {
             json!({ "socialSecurityNumber": "12345;DROP" }),
             "socialSecurityNumber",
         ),
-        (json!({ "ins": { "oid": "not an oid" } }), "insData.oid"),
+        (
+            json!({ "ins": { "oid": "not an oid" } }),
+            "patientData.ins.oid",
+        ),
         (json!({ "occupation": "x".repeat(201) }), "occupation"),
     ] {
         let body = app
@@ -191,6 +242,83 @@ async fn the_records_fields_are_written_and_read_back(#[case] engine: Engine) {
         )
         .await;
     assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+    // A blank name, as forms send an untouched field, is no name: the other one is the
+    // patient's full name, and the missing one is null.
+    let names = "firstName lastName fullName";
+    let create = format!(
+        "mutation($d: CreatePatientDataInput!) {{ createPatient(patientData: $d) {{ data {{ id {names} }} error }} }}"
+    );
+    let made = change(
+        &app,
+        &create,
+        json!({ "d": { "first": "", "last": "Doe" } }),
+    )
+    .await;
+    assert_eq!(
+        (
+            &made["data"]["firstName"],
+            &made["data"]["lastName"],
+            &made["data"]["fullName"]
+        ),
+        (&Value::Null, &json!("Doe"), &json!("Doe")),
+        "{made}"
+    );
+    let doe = made["data"]["id"].as_str().expect("id").to_string();
+    let only_first = change(
+        &app,
+        &create,
+        json!({ "d": { "first": "Jane", "last": "  " } }),
+    )
+    .await;
+    assert_eq!(only_first["data"]["fullName"], "Jane", "{only_first}");
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            &create,
+            json!({ "d": { "first": "", "last": "" } }),
+        )
+        .await;
+    assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+    // An update clears a name with null or blank, as long as the patient keeps a name or an
+    // email; the last one is refused in `error`.
+    let done = change(
+        &app,
+        update,
+        json!({ "id": doe, "d": { "first": "John", "last": null } }),
+    )
+    .await;
+    assert!(done["error"].is_null(), "{done}");
+    let p = read(&app, &app.admin_token, &doe).await;
+    assert_eq!(
+        (&p["firstName"], &p["lastName"]),
+        (&json!("John"), &Value::Null)
+    );
+    let refused = change(&app, update, json!({ "id": doe, "d": { "first": "" } })).await;
+    assert_eq!(
+        refused["error"],
+        "A patient keeps a first name, a last name or an email: this change would leave none",
+        "{refused}"
+    );
+    assert_eq!(
+        read(&app, &app.admin_token, &doe).await["firstName"],
+        "John"
+    );
+
+    // A default page of patients with the whole record fits a query's cost.
+    let page = app
+        .gql(
+            Some(&app.admin_token),
+            &format!("{{ patients {{ data {{ {RECORD} }} }} }}"),
+            json!({}),
+        )
+        .await;
+    assert!(page.get("errors").is_none(), "{page}");
+    assert!(
+        page["data"]["patients"]["data"]
+            .as_array()
+            .is_some_and(|p| p.len() >= 4),
+        "{page}"
+    );
 }
 
 #[rstest]
@@ -577,7 +705,7 @@ async fn archiving_records_who_and_why_and_on_hold_stops_bookings(#[case] engine
     let body = app
         .gql(
             Some(&session),
-            "mutation($id: ID!) { archivePatient(id: $id, archiveReason: DECEASED_PATIENT, comments: \"RIP\") { data { archiveReason archivedInfo { archivedBy { id } archivedReason archivedComments } } error } }",
+            "mutation($id: ID!) { archivePatient(id: $id, archiveReason: DECEASED_PATIENT, comments: \"RIP\") { data { archiveReason archivedInfo { archivedAt archivedBy { id } archivedReason archivedComments } } error } }",
             json!({ "id": id }),
         )
         .await;
@@ -586,10 +714,12 @@ async fn archiving_records_who_and_why_and_on_hold_stops_bookings(#[case] engine
     assert_eq!(data["archivedInfo"]["archivedBy"]["id"], me.as_str());
     assert_eq!(data["archivedInfo"]["archivedReason"], "DECEASED_PATIENT");
     assert_eq!(data["archivedInfo"]["archivedComments"], "RIP");
+    let archived_at = data["archivedInfo"]["archivedAt"].clone();
+    assert!(archived_at.is_string(), "{body}");
     let body = app
         .gql(
             Some(&session),
-            "mutation($id: ID!) { unarchivePatient(id: $id, unarchiveReason: AUDIT_AND_ADMINISTRATIVE_REASONS) { data { archived archiveReason archivedInfo { archivedReason unarchivedAt unarchivedBy { id } unarchivedReason } } error } }",
+            "mutation($id: ID!) { unarchivePatient(id: $id, unarchiveReason: AUDIT_AND_ADMINISTRATIVE_REASONS) { data { archived archiveReason archivedInfo { archivedAt archivedReason unarchivedAt unarchivedBy { id } unarchivedReason } } error } }",
             json!({ "id": id }),
         )
         .await;
@@ -597,6 +727,10 @@ async fn archiving_records_who_and_why_and_on_hold_stops_bookings(#[case] engine
     assert_eq!(data["archived"], false, "{body}");
     assert_eq!(data["archiveReason"], Value::Null);
     assert_eq!(data["archivedInfo"]["archivedReason"], "DECEASED_PATIENT");
+    // The archive's time stays beside its reason, once the patient is back.
+    assert_eq!(data["archivedInfo"]["archivedAt"], archived_at, "{body}");
+    let unarchived_at = data["archivedInfo"]["unarchivedAt"].clone();
+    assert!(unarchived_at.is_string(), "{body}");
     assert_eq!(data["archivedInfo"]["unarchivedBy"]["id"], me.as_str());
     assert_eq!(
         data["archivedInfo"]["unarchivedReason"],
@@ -632,6 +766,20 @@ async fn archiving_records_who_and_why_and_on_hold_stops_bookings(#[case] engine
         .await;
     let data = &body["archivePatient"]["data"];
     assert_eq!(data["archiveReason"], "Moved to Spain");
+    // Archived again: the new archive's time, after the last time it was brought back.
+    let again = app
+        .ok(
+            "query($id: ID!) { patient(id: $id) { archivedInfo { archivedAt unarchivedAt } } }",
+            json!({ "id": id }),
+        )
+        .await;
+    let info = &again["patient"]["archivedInfo"];
+    assert_eq!(info["unarchivedAt"], unarchived_at, "{again}");
+    let (now, then) = (info["archivedAt"].as_str(), archived_at.as_str());
+    assert!(
+        now.zip(then).is_some_and(|(now, then)| now > then),
+        "{again}"
+    );
     assert_eq!(data["archivedInfo"]["archivedReason"], "OTHER");
     assert_eq!(
         data["archivedInfo"]["archivedBy"],

@@ -89,20 +89,23 @@ impl Patient {
             "active"
         })
     }
-    /// First (given) name.
+    /// First (given) name; null when the patient has none.
     async fn first_name(&self) -> Option<&str> {
-        Some(&self.0.fields.first_name)
+        Some(self.0.fields.first_name.as_str()).filter(|name| !name.is_empty())
     }
-    /// Last (family) name.
+    /// Last (family) name; null when the patient has none.
     async fn last_name(&self) -> Option<&str> {
-        Some(&self.0.fields.last_name)
+        Some(self.0.fields.last_name.as_str()).filter(|name| !name.is_empty())
     }
-    /// First and last name.
+    /// First and last name, as many of them as the patient has; null when neither.
     async fn full_name(&self) -> Option<String> {
-        Some(format!(
-            "{} {}",
-            self.0.fields.first_name, self.0.fields.last_name
-        ))
+        let f = &self.0.fields;
+        match (f.first_name.is_empty(), f.last_name.is_empty()) {
+            (true, true) => None,
+            (false, true) => Some(f.first_name.clone()),
+            (true, false) => Some(f.last_name.clone()),
+            (false, false) => Some(format!("{} {}", f.first_name, f.last_name)),
+        }
     }
     /// Date of birth.
     async fn dob(&self) -> Option<Date> {
@@ -273,7 +276,7 @@ impl Patient {
     /// When, why and by whom the patient was archived and brought back; null if never.
     async fn archived_info(&self) -> Option<PatientArchivedInfo> {
         let p = &self.0;
-        if p.archived_at.is_none() && p.unarchived_at.is_none() {
+        if p.last_archived_at.is_none() && p.unarchived_at.is_none() {
             return None;
         }
         let reason = |text: &Option<String>| {
@@ -282,7 +285,7 @@ impl Patient {
             })
         };
         Some(PatientArchivedInfo {
-            archived_at: p.archived_at.map(DateTime::from_ms),
+            archived_at: p.last_archived_at.map(DateTime::from_ms),
             archived_by: p.archived_by.clone(),
             archived_reason: reason(&p.archive_reason),
             archived_comments: p.archive_comments.clone(),

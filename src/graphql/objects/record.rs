@@ -358,7 +358,8 @@ impl From<stored::Ins> for Ins {
 #[derive(SimpleObject)]
 #[graphql(complex)]
 pub struct PatientArchivedInfo {
-    /// When the patient was archived; null once brought back.
+    /// When the patient was last archived; kept once brought back (see `unarchivedAt`), as
+    /// the archive's reason, comments and author are.
     pub archived_at: Option<DateTime>,
     /// The id of the staff user who archived the patient (see `archivedBy`).
     #[graphql(skip)]

@@ -142,7 +142,8 @@ enum Weight {
 /// What an entry kept in its parent's row weighs against an item of a list ([`Weight::InRow`]):
 /// a fifth. A booking's 50 metadata entries then weigh 10, so a page of 100 bookings with
 /// theirs costs 2,301 and the practice's 200 appointment types with theirs 4,402, where they
-/// would cost 10,301 and 20,402 counted as records.
+/// would cost 10,301 and 20,402 counted as records; and the default page of 25 patients with
+/// their whole record (every list of it full) fits the default limit.
 const IN_ROW_SHARE: usize = 5;
 
 /// Every field that returns a list of objects, or a page of them, and how many items it can
@@ -162,26 +163,24 @@ const WEIGHTS: &[(&str, &str, Weight)] = &[
     ("Query", "apiTokens", Weight::AtMost(MAX_API_TOKENS)),
     ("Query", "sessions", Weight::AtMost(MAX_SESSIONS_LISTED)),
     ("Patient", "labels", Weight::AtMost(MAX_LABELS_PER_PATIENT)),
-    ("Patient", "phones", Weight::AtMost(MAX_PHONES_PER_PATIENT)),
-    (
-        "Patient",
-        "numbers",
-        Weight::AtMost(MAX_NUMBERS_PER_PATIENT),
-    ),
+    // The record's lists, kept in the patient's row and read with it (numbers' and access
+    // groups' names in one lookup a patient).
+    ("Patient", "phones", Weight::InRow(MAX_PHONES_PER_PATIENT)),
+    ("Patient", "numbers", Weight::InRow(MAX_NUMBERS_PER_PATIENT)),
     (
         "Patient",
         "customAttributes",
-        Weight::AtMost(MAX_ATTRIBUTES_PER_PATIENT),
+        Weight::InRow(MAX_ATTRIBUTES_PER_PATIENT),
     ),
     (
         "Patient",
         "relatedAccounts",
-        Weight::AtMost(MAX_RELATIONSHIPS_PER_PATIENT),
+        Weight::InRow(MAX_RELATIONSHIPS_PER_PATIENT),
     ),
     (
         "Patient",
         "accessGroups",
-        Weight::AtMost(MAX_ACCESS_GROUPS_PER_PATIENT),
+        Weight::InRow(MAX_ACCESS_GROUPS_PER_PATIENT),
     ),
     // A relationship's contact keeps one phone.
     ("PatientRelationshipContact", "phones", Weight::AtMost(1)),
@@ -804,6 +803,43 @@ mod tests {
         );
         assert_eq!(m.cost, 4_402);
         assert!(Limits::default().check(&m).is_ok());
+    }
+
+    /// The record as the clients in the wild read it (tests/api/record.rs's `RECORD`), for a
+    /// default page of patients: its lists are kept in the patient's row.
+    #[test]
+    fn a_page_of_patients_with_their_whole_record_fits() {
+        let record = "id firstName lastName phones { phoneId phoneType phoneNumber } \
+            birthSurname birthName birthNames placeOfBirth { name code } socialSecurityNumber \
+            googleClientId paymentReference occupation membershipName membershipStartDate \
+            membershipStartDateFormatted onHold sharingToken { token } \
+            numbers { id name value } customAttributes { id title text response required } \
+            communicationPreferences { receiveEmail receiveSMS promotionalMarketing paymentReminders privacyPolicy { response } } \
+            relatedAccounts { relationshipId relationshipType relationshipLabel deleted contactDetails { relatedAccountId firstName lastName companyName email phones { phoneType phoneNumber } notes } } \
+            accessGroups { id name label } \
+            ins { number oid manualIdentification identityAlertStatus identityAlertComment status identityDocument } \
+            archived archivedInfo { archivedAt archivedBy { id } archivedReason archivedComments unarchivedAt unarchivedBy { id } unarchivedReason }";
+        let page = measure_of(
+            &format!("{{ patients {{ data {{ {record} }} }} }}"),
+            serde_json::json!({}),
+        );
+        // Per patient, 204: its lists at a fifth of their bounds (phones 1 + 2 × 3, numbers
+        // 1 + 10 × 3, customAttributes 1 + 10 × 5, relatedAccounts 1 + 4 × 14, accessGroups
+        // 1 + 4 × 3: 159), and the rest of the record (45). Counted whole, the lists made it
+        // 820, and the page 20,526.
+        assert_eq!(page.cost, 1 + 25 * (1 + 204));
+        assert_eq!(page.cost, 5_126);
+        assert!(Limits::default().check(&page).is_ok(), "{}", page.cost);
+        // A page of 100 of them is still refused.
+        let hundred = measure_of(
+            &format!("{{ patients(pagination: {{ pageSize: 100 }}) {{ data {{ {record} }} }} }}"),
+            serde_json::json!({}),
+        );
+        assert!(
+            Limits::default().check(&hundred).is_err(),
+            "{}",
+            hundred.cost
+        );
     }
 
     #[test]
