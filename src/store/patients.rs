@@ -821,7 +821,8 @@ impl PracticeStore<'_> {
     }
 
     /// Puts a label on a patient. Refused if the patient is deleted or archived, the label is
-    /// unknown or already on the patient.
+    /// unknown or already on the patient, or (told after those) the patient has as many labels
+    /// as it may.
     pub async fn add_patient_label(
         &self,
         patient_id: &str,
@@ -829,15 +830,17 @@ impl PracticeStore<'_> {
     ) -> StoreResult<Change<Patient>> {
         let mut tx = self.begin_write().await?;
         let live = self.touch_live_patient(&mut tx, patient_id).await?;
-        if live && self.label_count(&mut tx, patient_id).await? >= MAX_LABELS_PER_PATIENT as i64 {
-            return Ok(Err(Refusal::TooMany(Bound::LabelsOnPatient).into()));
-        }
         if live
             && self
                 .insert_patient_label(&mut tx, patient_id, label_id)
                 .await?
                 == Inserted::Yes
         {
+            // Counted with the new one, in the transaction that holds the patient's row: one
+            // too many is rolled back.
+            if self.label_count(&mut tx, patient_id).await? > MAX_LABELS_PER_PATIENT as i64 {
+                return Ok(Err(Refusal::TooMany(Bound::LabelsOnPatient).into()));
+            }
             self.commit(tx, label_event("add_label", patient_id, label_id))
                 .await?;
             return self.patient_as_changed(patient_id).await;

@@ -213,8 +213,10 @@ async fn a_query_costs_what_it_can_return(#[case] engine: Engine) {
     assert_eq!(cost(&nested), json!(1 + 1 + 500 * 3));
     // A patient's labels weigh the 20 it can have, and it can have no more.
     let patient = app.patient("Many", "Labels").await;
+    let mut labels = Vec::new();
     for i in 0..20 {
         let label = app.label(&format!("L{i}")).await;
+        labels.push(label.clone());
         let added = app
             .ok(
                 "mutation($p: ID!, $l: ID!) { addPatientLabel(patientId: $p, labelReferenceId: $l) { error } }",
@@ -223,16 +225,37 @@ async fn a_query_costs_what_it_can_return(#[case] engine: Engine) {
             .await;
         assert_eq!(added["addPatientLabel"]["error"], Value::Null);
     }
-    let one_more = app.label("L20").await;
-    let refused = app
-        .ok(
+    let add = |label: String| {
+        app.ok(
             "mutation($p: ID!, $l: ID!) { addPatientLabel(patientId: $p, labelReferenceId: $l) { error } }",
-            json!({ "p": patient, "l": one_more }),
+            json!({ "p": patient, "l": label }),
         )
-        .await;
+    };
+    let refused = add(app.label("L20").await).await;
     assert_eq!(
         refused["addPatientLabel"]["error"],
         "A patient has at most 20 labels: take one off first"
+    );
+    // A label the patient has, or one the catalogue does not, is told as such, full or not.
+    let again = add(labels[3].clone()).await;
+    let again = again["addPatientLabel"]["error"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(again.contains("already"), "{again}");
+    let unknown = add("no-such-label".into()).await;
+    let unknown = unknown["addPatientLabel"]["error"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(unknown.contains("no-such-label"), "{unknown}");
+    let count = app
+        .ok(
+            "query($p: ID!) { patient(id: $p) { labels { id } } }",
+            json!({ "p": patient }),
+        )
+        .await;
+    assert_eq!(
+        count["patient"]["labels"].as_array().map(Vec::len),
+        Some(20)
     );
 }
 
