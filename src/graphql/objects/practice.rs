@@ -38,8 +38,10 @@ impl Practice {
     async fn timezone(&self) -> &str {
         &self.0.timezone
     }
-    /// The practice's locations, by site and name (at most 200).
+    /// The practice's locations, by site and name (at most 200). Needs `bookings:read`, as
+    /// the root `locations` does.
     async fn locations(&self, ctx: &Context<'_>) -> Result<Option<Vec<Option<PracticeLocation>>>> {
+        require(ctx, Resource::Bookings, Access::Read)?;
         let mut found = self.settings(ctx)?.list_locations().await.or_fail()?;
         found.sort_by(|a, b| (a.site(), &a.name).cmp(&(b.site(), &b.name)));
         Ok(items(found, PracticeLocation))
