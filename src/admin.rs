@@ -71,6 +71,7 @@ fn say(refusal: &Refusal) -> String {
         Refusal::LabelAlreadyOnPatient { title } => format!("the patient has the label {title:?}"),
         Refusal::LabelNotOnPatient(id) => format!("the patient has no label with id {id}"),
         Refusal::NotADoctor { name, .. } => format!("{name} is not a doctor"),
+        Refusal::DoctorDisabled { name, .. } => format!("{name} is disabled"),
         Refusal::DoctorBusy(_) => "the doctor is booked at that time".into(),
         Refusal::BookingCancelled => "the booking is cancelled".into(),
         Refusal::BookingAlreadyCancelled => "the booking is cancelled already".into(),

@@ -78,18 +78,25 @@ pub fn email(field: &str, value: &str) -> Result<Option<String>, String> {
 }
 
 /// Checks a metadata entry (of a booking, a product, a staff user) against the rules of its
-/// input: a key, and no control characters. Its lengths, past which a change is refused
-/// rather than mistaken, are the practice's rule (`domain::metadata_entry_refusal`).
+/// input: a key, of one line without control characters; a value, which may hold lines and
+/// tabs (a note, a piece of JSON) and no other control character. Its lengths, past which a
+/// change is refused rather than mistaken, are the practice's rule
+/// (`domain::metadata_entry_refusal`).
 pub fn metadata_entry(key: &str, value: Option<&str>) -> Result<(), String> {
     if key.is_empty() {
         return Err("key must not be empty".into());
     }
-    if key
+    if key.chars().any(char::is_control) {
+        return Err("key must not contain control characters".into());
+    }
+    if value
+        .unwrap_or("")
         .chars()
-        .chain(value.unwrap_or("").chars())
-        .any(char::is_control)
+        .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
     {
-        return Err("key and value must not contain control characters".into());
+        return Err(
+            "value must not contain control characters other than line breaks and tabs".into(),
+        );
     }
     Ok(())
 }

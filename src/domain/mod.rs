@@ -115,6 +115,11 @@ pub enum Refusal {
         id: String,
         name: String,
     },
+    /// The doctor's account is disabled: they are booked no more.
+    DoctorDisabled {
+        id: String,
+        name: String,
+    },
     /// The doctor is booked at that time; the booking in the way, if it could still be found.
     DoctorBusy(Option<Busy>),
     BookingCancelled,

@@ -21,7 +21,7 @@ use chrono::NaiveTime;
 pub struct BookingDataInput {
     /// The patient's id.
     pub patient: Option<ID>,
-    /// The doctor's id: a staff user with isDoctor.
+    /// The doctor's id: a staff user with isDoctor, whose account is not disabled.
     pub doctor: Option<ID>,
     /// The location's id.
     pub location: Option<ID>,
@@ -269,8 +269,9 @@ pub struct BookingMutations;
 #[Object]
 impl BookingMutations {
     /// Books a patient with a doctor. Refused, with `error` saying why and nothing written, if
-    /// the doctor is already booked at that time (back to back is fine), or the patient is
-    /// archived or deleted, or a record it names does not exist. Needs `bookings:write`.
+    /// the doctor is already booked at that time (back to back is fine), the patient is
+    /// archived, deleted or on hold, the doctor's account is disabled, or a record it names
+    /// does not exist. Needs `bookings:write`.
     async fn create_booking(
         &self,
         ctx: &Context<'_>,
@@ -340,8 +341,10 @@ impl BookingMutations {
         envelope(ctx, change, Booking)
     }
 
-    /// Changes a booking: move it, give it to another doctor, change its notes. Refused like
-    /// createBooking, and for a cancelled booking. Needs `bookings:write`.
+    /// Changes a booking: move it, give it to another doctor, change its notes. A booking
+    /// moved (another time or doctor) or given another patient is refused as createBooking
+    /// would refuse it; a cancelled booking is refused whatever the change. Needs
+    /// `bookings:write`.
     async fn update_booking(
         &self,
         ctx: &Context<'_>,

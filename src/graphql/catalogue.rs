@@ -50,6 +50,8 @@ pub struct ProductDataInput {
     /// Notes for staff, at most 5,000 characters.
     pub comments: MaybeUndefined<String>,
     /// Whether a new booking may be for it: only an appointment can be (and is by default).
+    /// The product's own setting, kept while it is inactive (when `Product.isBookable` reads
+    /// false): a form that sends back what it read with `status: "active"` sends false.
     pub is_bookable: Option<bool>,
     /// True for an appointment held by video. Default false.
     pub is_video_consultation: Option<bool>,

@@ -584,15 +584,24 @@ impl PracticeStore<'_> {
     }
 
     /// Checks the records a booking names, those that differ from `before` (all of them for a
-    /// new booking).
+    /// new booking). A booking moved (to another time or doctor), or a failed one taking its
+    /// slot again, is booked anew: its patient must be bookable then, and its doctor a doctor
+    /// whose account is not disabled; a change of anything else (its journey, notes, metadata)
+    /// leaves them be.
     async fn check_references(
         &self,
         tx: &mut Transaction<'_, Any>,
         fields: &BookingFields,
         before: Option<&BookingFields>,
     ) -> StoreResult<Result<(), Refusal>> {
-        let changed =
-            |now: &str, then: fn(&BookingFields) -> &str| before.is_none_or(|b| then(b) != now);
+        let moved = before.is_none_or(|b| {
+            (b.start_at, b.end_at, &b.doctor_id)
+                != (fields.start_at, fields.end_at, &fields.doctor_id)
+                || (b.status == "failed" && fields.status != "failed")
+        });
+        let changed = |now: &str, then: fn(&BookingFields) -> &str| {
+            moved || before.is_none_or(|b| then(b) != now)
+        };
         if changed(&fields.patient_id, |b| &b.patient_id) {
             // A no-op update holds the patient's row to the end of the transaction, so that it
             // cannot be archived, deleted or hidden from the viewer between this check and the
@@ -629,14 +638,19 @@ impl PracticeStore<'_> {
             }
         }
         if changed(&fields.doctor_id, |b| &b.doctor_id) {
-            let row: Option<(i64, String, String)> = sqlx::query_as(
-                "SELECT is_doctor, first_name, last_name FROM users \
-                 WHERE practice_id = $1 AND id = $2",
-            )
-            .bind(self.practice_id)
-            .bind(&fields.doctor_id)
-            .fetch_optional(&mut **tx)
-            .await?;
+            // Held to the end of the transaction, so that the doctor cannot be disabled or
+            // made no doctor between this check and the booking's write.
+            let sql = format!(
+                "SELECT is_doctor, first_name, last_name, disabled_at FROM users \
+                 WHERE practice_id = $1 AND id = $2{}",
+                self.store.engine.for_share()
+            );
+            let row: Option<(i64, String, String, Option<i64>)> =
+                sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                    .bind(self.practice_id)
+                    .bind(&fields.doctor_id)
+                    .fetch_optional(&mut **tx)
+                    .await?;
             match row {
                 None => {
                     return Ok(Err(Refusal::NotFound(
@@ -644,8 +658,14 @@ impl PracticeStore<'_> {
                         fields.doctor_id.clone(),
                     )));
                 }
-                Some((0, first, last)) => {
+                Some((0, first, last, _)) => {
                     return Ok(Err(Refusal::NotADoctor {
+                        id: fields.doctor_id.clone(),
+                        name: format!("{first} {last}"),
+                    }));
+                }
+                Some((_, first, last, Some(_))) => {
+                    return Ok(Err(Refusal::DoctorDisabled {
                         id: fields.doctor_id.clone(),
                         name: format!("{first} {last}"),
                     }));

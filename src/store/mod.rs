@@ -108,6 +108,16 @@ impl Engine {
         }
     }
 
+    /// What ends a SELECT that keeps the rows it reads from changing until the transaction
+    /// ends, while others may read them so too (SQLite's writing transaction holds the whole
+    /// database already).
+    fn for_share(self) -> &'static str {
+        match self {
+            Engine::Sqlite => "",
+            Engine::Postgres => " FOR SHARE",
+        }
+    }
+
     /// A condition on the column before it: one of the strings in the JSON array bound at
     /// `$param`. PostgreSQL gets an array, which it looks up through an index whatever it
     /// believes of the tables' sizes.

@@ -524,6 +524,122 @@ async fn bad_bookings_are_refused_clearly(#[case] engine: Engine) {
     );
 }
 
+/// A booking moved to another time or doctor is booked anew: not for an archived patient,
+/// nor with a doctor whose account is disabled. What else it records still changes.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_moved_booking_is_booked_anew(#[case] engine: Engine) {
+    let c = clinic!(engine);
+    let booking = c.book_ok("09:00", "09:30").await;
+    let update = "mutation($id: ID!, $d: BookingUpdateDataInput!) { updateBooking(id: $id, bookingData: $d) { data { start comments } error } }";
+    let moved = json!({ "start": at("11:00"), "end": at("11:30") });
+    let send_to = |id: String, d: Value| c.app.ok(update, json!({ "id": id, "d": d }));
+    let send = |d: Value| send_to(booking.clone(), d);
+    // A failed booking, which holds no slot: taking it again is booking anew.
+    let failed = c.book_ok("13:00", "13:30").await;
+    let done = send_to(failed.clone(), json!({ "status": "failed" })).await;
+    assert!(done["updateBooking"]["error"].is_null(), "{done}");
+    let patient = |state: &'static str| {
+        c.app.ok(
+            match state {
+                "archive" => "mutation($id: ID!) { archivePatient(id: $id) { error } }",
+                _ => "mutation($id: ID!) { unarchivePatient(id: $id) { error } }",
+            },
+            json!({ "id": c.patient }),
+        )
+    };
+    patient("archive").await;
+    let archived =
+        json!({ "data": null, "error": "The patient is archived: unarchive them before booking" });
+    let refused = send(moved.clone()).await;
+    assert_eq!(refused["updateBooking"], archived);
+    let refused = send_to(failed.clone(), json!({ "status": "confirmed" })).await;
+    assert_eq!(refused["updateBooking"], archived);
+    let noted = send(json!({ "comments": "came anyway" })).await;
+    assert!(noted["updateBooking"]["error"].is_null(), "{noted}");
+    let journey = c
+        .app
+        .ok(
+            "mutation($id: ID!) { updateBookingJourney(id: $id, bookingJourneyInput: { journeyStage: arrived }) { error } }",
+            json!({ "id": booking }),
+        )
+        .await;
+    assert!(
+        journey["updateBookingJourney"]["error"].is_null(),
+        "{journey}"
+    );
+    patient("unarchive").await;
+    let on_hold = |hold: bool| {
+        c.app.ok(
+            "mutation($id: ID!, $h: Boolean) { updatePatient(id: $id, patientData: { onHold: $h }) { error } }",
+            json!({ "id": c.patient, "h": hold }),
+        )
+    };
+    on_hold(true).await;
+    let refused = send(moved.clone()).await;
+    assert_eq!(
+        refused["updateBooking"]["error"],
+        "The patient is on hold: take them off hold (onHold: false) before booking"
+    );
+    on_hold(false).await;
+
+    let disabled = c
+        .app
+        .ok(
+            "mutation($id: ID!) { disableUser(id: $id) { error } }",
+            json!({ "id": c.doctor }),
+        )
+        .await;
+    assert!(disabled["disableUser"]["error"].is_null(), "{disabled}");
+    let says = "Grace Hopper's account is disabled: they cannot be booked";
+    let refused = send(moved.clone()).await;
+    assert_eq!(refused["updateBooking"]["error"], says, "{refused}");
+    // A caller that may not read staff users is not told the doctor's name.
+    let booker = c.app.token(&["bookings:write"]).await;
+    let refused = c
+        .app
+        .gql(
+            Some(&booker),
+            update,
+            json!({ "id": booking, "d": moved.clone() }),
+        )
+        .await;
+    assert_eq!(
+        refused["data"]["updateBooking"]["error"],
+        format!(
+            "The staff user with id {} is disabled and cannot be booked",
+            c.doctor
+        ),
+        "{refused}"
+    );
+    let new = c.book(&c.patient, "14:00", "14:30").await;
+    assert_eq!(new, json!({ "data": null, "error": says }));
+    let noted = send(json!({ "comments": "seen by another" })).await;
+    assert!(noted["updateBooking"]["error"].is_null(), "{noted}");
+    let cancelled = c
+        .app
+        .ok(
+            "mutation($id: ID!) { deleteBooking(id: $id) { error } }",
+            json!({ "id": booking }),
+        )
+        .await;
+    assert!(cancelled["deleteBooking"]["error"].is_null(), "{cancelled}");
+    // Nothing moved.
+    let kept = c
+        .app
+        .ok(
+            "query($id: ID!) { booking(id: $id) { start comments } }",
+            json!({ "id": booking }),
+        )
+        .await;
+    assert_eq!(
+        kept["booking"],
+        json!({ "start": format!("{DAY}T09:00:00.000Z"), "comments": "seen by another" })
+    );
+}
+
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]
 #[case::postgres(Engine::Postgres)]
@@ -829,9 +945,32 @@ async fn a_bookings_status_journey_metadata_and_flags(#[case] engine: Engine) {
         assert_eq!(body["updateBookingMetadata"]["error"], says, "{body}");
         assert!(body["updateBookingMetadata"]["data"].is_null(), "{body}");
     }
+    // A value may hold lines and tabs (a note, a piece of JSON); a key may not.
+    let note = "line one\r\nline two\n\tindented";
+    let body = app.ok(set, json!({ "id": id, "k": "k1", "v": note })).await;
+    assert!(body["updateBookingMetadata"]["error"].is_null(), "{body}");
+    let kept = app
+        .ok(
+            "query($id: ID!) { booking(id: $id) { metadata { key value } } }",
+            json!({ "id": id }),
+        )
+        .await;
+    let entries = kept["booking"]["metadata"].as_array().expect("metadata");
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["key"] == "k1" && e["value"] == note),
+        "{kept}"
+    );
     for (k, v, says) in [
         (String::new(), "v".to_string(), "key must not be empty"),
         ("k\u{7}".to_string(), "v".to_string(), "control characters"),
+        ("k\nk".to_string(), "v".to_string(), "key must not contain"),
+        (
+            "k".to_string(),
+            "a\u{1b}b".to_string(),
+            "value must not contain",
+        ),
     ] {
         let body = app
             .gql(

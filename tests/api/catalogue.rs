@@ -462,7 +462,7 @@ async fn only_an_active_bookable_appointment_type_is_booked(#[case] engine: Engi
     );
     let read = app
         .ok(
-            "query($id: ID!) { booking(id: $id) { appointment { id title } } appointmentTypes { id } practice { appointmentTypes { id status } } }",
+            "query($id: ID!) { booking(id: $id) { appointment { id title } } appointmentTypes { id } practice { appointmentTypes { id status isBookable } } }",
             json!({ "id": booking }),
         )
         .await;
@@ -473,7 +473,8 @@ async fn only_an_active_bookable_appointment_type_is_booked(#[case] engine: Engi
     assert_eq!(read["appointmentTypes"], json!([]));
     assert_eq!(
         read["practice"]["appointmentTypes"],
-        json!([{ "id": consultation, "status": "inactive" }])
+        json!([{ "id": consultation, "status": "inactive", "isBookable": false }]),
+        "a widget that offers what isBookable says offers no inactive type"
     );
     let moved = change(
         &app,
@@ -482,6 +483,18 @@ async fn only_an_active_bookable_appointment_type_is_booked(#[case] engine: Engi
     )
     .await;
     assert!(moved["error"].is_null(), "{moved}");
+    // Active again, it is bookable again: its own setting was kept.
+    update_product(&app, &consultation, json!({ "status": "active" })).await;
+    let read = app
+        .ok(
+            "{ practice { appointmentTypes { id isBookable } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        read["practice"]["appointmentTypes"],
+        json!([{ "id": consultation, "isBookable": true }])
+    );
 }
 
 #[rstest]

@@ -75,6 +75,9 @@ pub fn refusal(ctx: &Context<'_>, refusal: &Refusal) -> String {
         Refusal::NotADoctor { id, .. } if !may_read_users => {
             format!("The staff user with id {id} is not a doctor and cannot be booked")
         }
+        Refusal::DoctorDisabled { id, .. } if !may_read_users => {
+            format!("The staff user with id {id} is disabled and cannot be booked")
+        }
         other => sentence(other),
     };
     let code = match refusal {
@@ -134,6 +137,9 @@ fn sentence(refusal: &Refusal) -> String {
         Refusal::LabelNotOnPatient(id) => format!("This patient has no label with id {id}"),
         Refusal::NotADoctor { name, .. } => {
             format!("{name} is not a doctor and cannot be booked")
+        }
+        Refusal::DoctorDisabled { name, .. } => {
+            format!("{name}'s account is disabled: they cannot be booked")
         }
         Refusal::DoctorBusy(Some(busy)) => {
             let at = |ms: i64| Utc.timestamp_millis_opt(ms).single().unwrap_or_default();

@@ -62,9 +62,10 @@ impl Product {
     async fn comments(&self) -> Option<&str> {
         self.0.comments.as_deref()
     }
-    /// True when a new booking may be for it: only appointments can be, and only while active.
+    /// True when a new booking may be for it: only appointments can be, and only while active
+    /// (an inactive type made bookable answers false until it is active again).
     async fn is_bookable(&self) -> Option<bool> {
-        Some(self.0.is_bookable != 0)
+        Some(self.0.can_be_booked())
     }
     /// True for an appointment held by video.
     async fn is_video_consultation(&self) -> Option<bool> {
