@@ -138,6 +138,16 @@ impl<'e> Event<'e> {
         }
     }
 
+    /// An event on a booking, which is its patient's too.
+    pub fn booking(action: &'static str, booking: &'e super::bookings::Booking) -> Self {
+        Event {
+            action,
+            resource_type: "booking",
+            resource_id: &booking.id,
+            patient_id: Some(&booking.fields.patient_id),
+        }
+    }
+
     /// Whether it may change who may call, and with what permissions: any change to a token
     /// or a staff user but making one (a token or user made is cached by nobody yet). A cache
     /// of tokens forgets what it holds at each (see `tokens::CredentialWatch`).
@@ -340,11 +350,33 @@ impl<'a> PracticeStore<'a> {
         .map_err(|e| StoreError::Unavailable(format!("a change to tokens did not finish: {e}")))?
     }
 
+    /// Commits a write that changed nothing (the record as it was, given again): its audit
+    /// row is recorded, who sent it and the idempotency key it holds, and no event, as an
+    /// event exists exactly when its change does.
+    pub(super) async fn commit_unchanged(
+        &self,
+        mut tx: Transaction<'static, Any>,
+        event: Event<'_>,
+    ) -> StoreResult<()> {
+        self.record_writes(&mut tx, &[event], false).await?;
+        self.store.commit_events(tx).await
+    }
+
     /// Records events in a transaction that will commit them with what they record.
     pub(super) async fn record_in(
         &self,
         tx: &mut Transaction<'_, Any>,
         events: &[Event<'_>],
+    ) -> StoreResult<()> {
+        self.record_writes(tx, events, true).await
+    }
+
+    /// Records writes in the audit log, and with `as_events` in the log of events too.
+    async fn record_writes(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        events: &[Event<'_>],
+        as_events: bool,
     ) -> StoreResult<()> {
         let Some(author) = self.author else {
             return Err(StoreError::Config(
@@ -354,7 +386,9 @@ impl<'a> PracticeStore<'a> {
         if let Some(key) = author.key {
             self.mark_key_ran(tx, key).await?;
         }
-        self.record_events(tx, events).await?;
+        if as_events {
+            self.record_events(tx, events).await?;
+        }
         let rows: Vec<Row> = events
             .iter()
             .map(|event| Row {

@@ -22,7 +22,7 @@ use crate::domain::{Bound, Busy, PatientState, Record, Refusal, check_booking_ti
 const NO_OVERLAP: &str = "bookings_no_overlap";
 
 /// A booking as stored. Times are milliseconds since the epoch, UTC.
-#[derive(Clone, Debug, FromRow)]
+#[derive(Clone, Debug, PartialEq, FromRow)]
 pub struct Booking {
     pub id: String,
     #[sqlx(flatten)]
@@ -541,6 +541,11 @@ impl PracticeStore<'_> {
         {
             return Ok(Err(refusal.into()));
         }
+        if booking == before {
+            let event = Event::booking(action, &booking);
+            self.commit_unchanged(tx, event).await?;
+            return Ok(Ok(booking));
+        }
         booking.updated_at = now_ms().max(booking.updated_at);
         let columns = booking.columns();
         let updated = columns
@@ -565,13 +570,7 @@ impl PracticeStore<'_> {
     ) -> StoreResult<Change<Booking>> {
         match written {
             Ok(_) => {
-                let event = Event {
-                    action,
-                    resource_type: "booking",
-                    resource_id: &booking.id,
-                    patient_id: Some(&booking.fields.patient_id),
-                };
-                self.commit(tx, event).await?;
+                self.commit(tx, Event::booking(action, &booking)).await?;
                 Ok(Ok(booking))
             }
             Err(err) if is_overlap(&err) => {

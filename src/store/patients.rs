@@ -15,7 +15,7 @@ use crate::domain::limits::{MAX_LABELS_PER_PATIENT, MAX_SEARCH_MATCHES, MIN_INDE
 use crate::domain::{Bound, Record, Refusal};
 
 /// A patient as stored.
-#[derive(Clone, Debug, Default, FromRow)]
+#[derive(Clone, Debug, Default, PartialEq, FromRow)]
 pub struct Patient {
     pub id: String,
     #[sqlx(flatten)]
@@ -47,7 +47,7 @@ pub struct Patient {
 }
 
 /// The fields of a patient that staff edit. `dob` is an ISO 8601 date.
-#[derive(Clone, Debug, Default, FromRow)]
+#[derive(Clone, Debug, Default, PartialEq, FromRow)]
 pub struct PatientFields {
     pub title: Option<String>,
     pub first_name: String,
@@ -690,12 +690,25 @@ impl PracticeStore<'_> {
             (Some(_), Some(_)) => Err(Refusal::PatientArchived),
             _ => Ok(()),
         };
+        let before = patient.clone();
         if let Err(refusal) = patient
             .check_changeable()
             .and(lists_kept)
             .and_then(|()| change(&mut patient))
         {
             return Ok(Err(refusal.into()));
+        }
+        let mut changed = Vec::new();
+        if let Some(labels) = labels {
+            match self.replace_patient_labels(&mut tx, id, labels).await? {
+                Ok(moved) => changed = moved,
+                Err(unknown) => return Ok(Err(Refusal::LabelNotInCatalogue(unknown).into())),
+            }
+        }
+        if patient == before && changed.is_empty() {
+            self.commit_unchanged(tx, Event::patient(action, id))
+                .await?;
+            return Ok(Ok(patient));
         }
         patient.updated_at = now_ms().max(patient.updated_at);
         let row = patient.row();
@@ -705,13 +718,6 @@ impl PracticeStore<'_> {
             )
             .execute(&mut *tx)
             .await?;
-        let mut changed = Vec::new();
-        if let Some(labels) = labels {
-            match self.replace_patient_labels(&mut tx, id, labels).await? {
-                Ok(moved) => changed = moved,
-                Err(unknown) => return Ok(Err(Refusal::LabelNotInCatalogue(unknown).into())),
-            }
-        }
         let mut events = vec![Event::patient(action, id)];
         events.extend(
             changed

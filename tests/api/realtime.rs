@@ -663,6 +663,27 @@ async fn each_mutation_writes_its_events(#[case] engine: Engine) {
         log.since(1).await,
         vec![event("patient.updated", Some(&jane), None, None)]
     );
+    // The same change again changes nothing: no event (the next assertion would see it),
+    // and its audit record all the same.
+    mutate(
+        &app,
+        "mutation($id: ID!) { updatePatient(id: $id, patientData: { first: \"Janet\" }) { error } }",
+        json!({ "id": jane }),
+    )
+    .await;
+    let audited = app
+        .ok(
+            "query($p: ID!) { auditEvents(patientId: $p, pagination: { pageSize: 100 }) { data { action operation } } }",
+            json!({ "p": jane }),
+        )
+        .await;
+    let updates = audited["auditEvents"]["data"]
+        .as_array()
+        .expect("audit events")
+        .iter()
+        .filter(|e| e["operation"] == "updatePatient" && e["action"] == "update")
+        .count();
+    assert_eq!(updates, 2, "{audited}");
     let place = add_label(&app, &jane, &vip).await;
     assert_eq!(
         log.since(1).await,
@@ -721,6 +742,20 @@ async fn each_mutation_writes_its_events(#[case] engine: Engine) {
         log.since(1).await,
         vec![event("booking.updated", Some(&jane), Some(&booking), None)]
     );
+    // Moved where it is, and given the metadata it has: no event.
+    let set = "mutation($id: ID!, $v: String!) { updateBookingMetadata(bookingId: $id, key: \"crm\", value: $v) { error } }";
+    mutate(&app, set, json!({ "id": booking, "v": "A-1" })).await;
+    assert_eq!(
+        log.since(1).await,
+        vec![event("booking.updated", Some(&jane), Some(&booking), None)]
+    );
+    mutate(
+        &app,
+        "mutation($id: ID!) { updateBooking(id: $id, bookingData: { start: \"2031-03-04T10:00:00Z\", end: \"2031-03-04T10:30:00Z\" }) { error } }",
+        json!({ "id": booking }),
+    )
+    .await;
+    mutate(&app, set, json!({ "id": booking, "v": "A-1" })).await;
     mutate(
         &app,
         "mutation($id: ID!) { deleteBooking(id: $id, cancellationReason: \"Ill\", sendCancellationMessages: false) { error } }",
