@@ -805,43 +805,6 @@ mod tests {
         assert!(Limits::default().check(&m).is_ok());
     }
 
-    /// The record as the clients in the wild read it (tests/api/record.rs's `RECORD`), for a
-    /// default page of patients: its lists are kept in the patient's row.
-    #[test]
-    fn a_page_of_patients_with_their_whole_record_fits() {
-        let record = "id firstName lastName phones { phoneId phoneType phoneNumber } \
-            birthSurname birthName birthNames placeOfBirth { name code } socialSecurityNumber \
-            googleClientId paymentReference occupation membershipName membershipStartDate \
-            membershipStartDateFormatted onHold sharingToken { token } \
-            numbers { id name value } customAttributes { id title text response required } \
-            communicationPreferences { receiveEmail receiveSMS promotionalMarketing paymentReminders privacyPolicy { response } } \
-            relatedAccounts { relationshipId relationshipType relationshipLabel deleted contactDetails { relatedAccountId firstName lastName companyName email phones { phoneType phoneNumber } notes } } \
-            accessGroups { id name label } \
-            ins { number oid manualIdentification identityAlertStatus identityAlertComment status identityDocument } \
-            archived archivedInfo { archivedAt archivedBy { id } archivedReason archivedComments unarchivedAt unarchivedBy { id } unarchivedReason }";
-        let page = measure_of(
-            &format!("{{ patients {{ data {{ {record} }} }} }}"),
-            serde_json::json!({}),
-        );
-        // Per patient, 204: its lists at a fifth of their bounds (phones 1 + 2 × 3, numbers
-        // 1 + 10 × 3, customAttributes 1 + 10 × 5, relatedAccounts 1 + 4 × 14, accessGroups
-        // 1 + 4 × 3: 159), and the rest of the record (45). Counted whole, the lists made it
-        // 820, and the page 20,526.
-        assert_eq!(page.cost, 1 + 25 * (1 + 204));
-        assert_eq!(page.cost, 5_126);
-        assert!(Limits::default().check(&page).is_ok(), "{}", page.cost);
-        // A page of 100 of them is still refused.
-        let hundred = measure_of(
-            &format!("{{ patients(pagination: {{ pageSize: 100 }}) {{ data {{ {record} }} }} }}"),
-            serde_json::json!({}),
-        );
-        assert!(
-            Limits::default().check(&hundred).is_err(),
-            "{}",
-            hundred.cost
-        );
-    }
-
     #[test]
     fn searches_cost_what_they_can_touch() {
         let search = |s: &str| {
