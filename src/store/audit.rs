@@ -138,16 +138,6 @@ impl<'e> Event<'e> {
         }
     }
 
-    /// An event on a booking, which is its patient's too.
-    pub fn booking(action: &'static str, booking: &'e super::bookings::Booking) -> Self {
-        Event {
-            action,
-            resource_type: "booking",
-            resource_id: &booking.id,
-            patient_id: Some(&booking.fields.patient_id),
-        }
-    }
-
     /// Whether it may change who may call, and with what permissions: any change to a token
     /// or a staff user but making one (a token or user made is cached by nobody yet). A cache
     /// of tokens forgets what it holds at each (see `tokens::CredentialWatch`).

@@ -145,6 +145,16 @@ impl Default for BookingFields {
 }
 
 impl Booking {
+    /// The event of a change to the booking, which is its patient's too.
+    fn event(&self, action: &'static str) -> Event<'_> {
+        Event {
+            action,
+            resource_type: "booking",
+            resource_id: &self.id,
+            patient_id: Some(&self.fields.patient_id),
+        }
+    }
+
     /// The booking's metadata, as (key, value) pairs in the order they were first set.
     pub fn metadata(&self) -> Vec<(String, String)> {
         serde_json::from_str(&self.metadata).unwrap_or_default()
@@ -542,7 +552,7 @@ impl PracticeStore<'_> {
             return Ok(Err(refusal.into()));
         }
         if booking == before {
-            let event = Event::booking(action, &booking);
+            let event = booking.event(action);
             self.commit_unchanged(tx, event).await?;
             return Ok(Ok(booking));
         }
@@ -570,7 +580,7 @@ impl PracticeStore<'_> {
     ) -> StoreResult<Change<Booking>> {
         match written {
             Ok(_) => {
-                self.commit(tx, Event::booking(action, &booking)).await?;
+                self.commit(tx, booking.event(action)).await?;
                 Ok(Ok(booking))
             }
             Err(err) if is_overlap(&err) => {
