@@ -9,7 +9,7 @@ use super::{Change, Page, PageRequest, PracticeStore, StoreResult, new_id, now_m
 use crate::domain::{Record, Refusal};
 
 /// A label of the practice's catalogue.
-#[derive(Clone, Debug, FromRow)]
+#[derive(Clone, Debug, PartialEq, FromRow)]
 pub struct Label {
     pub id: String,
     pub title: String,
@@ -87,18 +87,38 @@ impl PracticeStore<'_> {
             .await
     }
 
-    /// Changes a label's title and/or colour; `None` leaves a field as it is.
+    /// Changes a label's title and/or colour; `None` leaves a field as it is. A change that
+    /// leaves the label as it was writes its audit row alone, and no event.
     pub async fn update_label(
         &self,
         id: &str,
         title: Option<&str>,
         color: Option<&str>,
     ) -> StoreResult<Change<Label>> {
+        let mut tx = self.begin_write().await?;
+        let sql = format!(
+            "SELECT {LABEL_COLUMNS} FROM labels WHERE practice_id = $1 AND id = $2{}",
+            self.store.engine.for_update()
+        );
+        let found: Option<Label> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(label) = found else {
+            return Ok(Err(Refusal::NotFound(Record::Label, id.to_string()).into()));
+        };
+        if title.is_none_or(|t| t == label.title)
+            && color.is_none_or(|c| Some(c) == label.color.as_deref())
+        {
+            self.commit_unchanged(tx, Event::of("update", "label", id))
+                .await?;
+            return Ok(Ok(label));
+        }
         let sql = format!(
             "UPDATE labels SET title = COALESCE($3, title), color = COALESCE($4, color), \
              updated_at = $5 WHERE practice_id = $1 AND id = $2 RETURNING {LABEL_COLUMNS}"
         );
-        let mut tx = self.begin_write().await?;
         let result = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(self.practice_id)
             .bind(id)

@@ -12,7 +12,7 @@ const LOCATION_COLUMNS: &str =
     "id, name, address, city, postcode, country, group_name, services_provided";
 
 /// A location of the practice.
-#[derive(Clone, Debug, FromRow)]
+#[derive(Clone, Debug, PartialEq, FromRow)]
 pub struct Location {
     pub id: String,
     pub name: String,
@@ -172,7 +172,13 @@ impl PracticeStore<'_> {
         {
             return Ok(Err(refusal.into()));
         }
+        let before = location.clone();
         patch.apply(&mut location);
+        if location == before {
+            let event = Event::of("update", "location", id);
+            self.commit_unchanged(tx, event).await?;
+            return Ok(Ok(location));
+        }
         let result = bind_location(
             sqlx::query(
                 "UPDATE locations SET (name, address, city, postcode, country, group_name, \

@@ -338,6 +338,7 @@ impl PracticeStore<'_> {
         {
             return Ok(Err(Refusal::ProductTypeFixed(product.product_type).into()));
         }
+        let before = product.clone();
         patch.apply(&mut product);
         if let Err(invalid) = product.check() {
             return Ok(Err(invalid.into()));
@@ -346,6 +347,11 @@ impl PracticeStore<'_> {
             && let Some(unknown) = self.unknown_label(&mut tx, labels).await?
         {
             return Ok(Err(Refusal::NotFound(Record::Label, unknown).into()));
+        }
+        if product == before {
+            let event = Event::of("update", "product", id);
+            self.commit_unchanged(tx, event).await?;
+            return Ok(Ok(product));
         }
         product.updated_at = now_ms();
         let sql = format!(

@@ -649,6 +649,13 @@ async fn each_mutation_writes_its_events(#[case] engine: Engine) {
         log.since(1).await,
         vec![event("label.updated", None, None, Some(&vip))]
     );
+    // The same title again changes nothing: no event (the next assertion would see it).
+    mutate(
+        &app,
+        "mutation($l: ID!) { updateLabel(id: $l, title: \"Very important\") { error } }",
+        json!({ "l": vip }),
+    )
+    .await;
 
     // Patients.
     let jane = app.patient("Jane", "Doe").await;
