@@ -459,7 +459,7 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
                     time(t.expires_at),
                     if t.revoked_at.is_some() {
                         "revoked"
-                    } else if t.expires_at.is_some_and(|at| at <= now) {
+                    } else if t.has_expired(now) {
                         "expired"
                     } else {
                         "active"

@@ -102,7 +102,7 @@ pub async fn authenticate(
     if token.revoked_at.is_some() {
         return Err(AuthError::Revoked);
     }
-    if token.expires_at.is_some_and(|at| at <= now) {
+    if token.has_expired(now) {
         return Err(AuthError::Expired);
     }
     let mut patient_groups = None;

@@ -51,6 +51,11 @@ impl Token {
             .collect()
     }
 
+    /// True once the token is past its expiry at `now` (milliseconds since the epoch).
+    pub fn has_expired(&self, now: i64) -> bool {
+        self.expires_at.is_some_and(|at| at <= now)
+    }
+
     /// True for a token handed out by signIn.
     pub fn is_user_token(&self) -> bool {
         self.kind == TokenKind::User.as_str()
