@@ -94,6 +94,9 @@ fn say(refusal: &Refusal) -> String {
             "a metadata {} of {chars} characters is too long",
             if *value { "value" } else { "key" }
         ),
+        Refusal::NumberValueTooLong(chars) => {
+            format!("a number's value of {chars} characters is too long")
+        }
         Refusal::NumberAlreadyOnPatient => "the patient has this number already".into(),
         Refusal::AccessGroupAlreadyOnPatient => {
             "the patient is in this access group already".into()

@@ -158,6 +158,9 @@ pub enum Refusal {
         value: bool,
         chars: usize,
     },
+    /// A patient's value of a number longer than an entry's value may be, with its length in
+    /// characters.
+    NumberValueTooLong(usize),
     /// The patient has a value for this number definition already.
     NumberAlreadyOnPatient,
     /// The patient is in this access group already.
@@ -237,6 +240,14 @@ pub fn metadata_entry_refusal(key: &str, value: Option<&str>) -> Option<Refusal>
     let chars = value.map_or(0, |v| v.chars().count());
     (chars > limits::MAX_METADATA_VALUE_CHARS)
         .then_some(Refusal::MetadataTooLong { value: true, chars })
+}
+
+/// Past the contract's limit on an entry's value (a patient's number is an entry of a list,
+/// as metadata is: [`MAX_METADATA_VALUE_CHARS`](limits::MAX_METADATA_VALUE_CHARS)
+/// characters), why a number's value is refused: a business refusal, answered in `error`.
+pub fn number_value_refusal(value: &str) -> Option<Refusal> {
+    let chars = value.chars().count();
+    (chars > limits::MAX_METADATA_VALUE_CHARS).then_some(Refusal::NumberValueTooLong(chars))
 }
 
 /// Why a list of metadata given whole (a product's, a staff user's) is refused: more than

@@ -16,6 +16,7 @@ use super::objects::record::{
 };
 use super::objects::{Patient, ResponsePayload, envelope};
 use super::scalars::Date;
+use crate::domain;
 use crate::store::patient_record::{
     AttributeEntry, Communication, Contact, Ins, Part, PlaceChange,
 };
@@ -114,7 +115,8 @@ pub struct UpdatePhoneData {
 pub struct AddPatientNumberData {
     /// The number definition's id (PracticeNumbers.id).
     pub number_id: ID,
-    /// The value (1 to 200 characters).
+    /// The value: one line, of 1 to 500 characters (the contract's limit on an entry's
+    /// value; a longer one is refused in `error`).
     pub value: String,
 }
 
@@ -162,6 +164,12 @@ pub struct PatientRelationshipContactInput {
 /// A line of text of an argument, checked.
 fn line(field: &str, value: Option<String>) -> Result<Option<String>> {
     optional_text(field, value, MAX_LINE_CHARS)
+}
+
+/// A number's value, checked as the input's own: one line, not blank. Its length is the
+/// practice's rule ([`domain::number_value_refusal`]), told in `error`.
+fn number_value(field: &str, value: String) -> Result<String> {
+    required_text(field, value, usize::MAX)
 }
 
 /// A social security number: 5 to 30 characters, letters and digits, with spaces and hyphens
@@ -420,7 +428,10 @@ impl RecordMutations {
         #[graphql(desc = "The number.")] number_data: AddPatientNumberData,
     ) -> Result<Option<ResponsePayload<Patient>>> {
         let practice = authorize_write(ctx)?;
-        let value = required_text("numberData.value", number_data.value, MAX_LINE_CHARS)?;
+        let value = number_value("numberData.value", number_data.value)?;
+        if let Some(refusal) = domain::number_value_refusal(&value) {
+            return envelope(ctx, Err(refusal.into()), Patient);
+        }
         let change = practice
             .add_number(&patient_id, &number_data.number_id, value)
             .await
@@ -434,10 +445,13 @@ impl RecordMutations {
         ctx: &Context<'_>,
         #[graphql(desc = "The patient's id.")] patient_id: ID,
         #[graphql(desc = "The number definition's id (PatientNumber.id).")] number_id: ID,
-        #[graphql(desc = "The new value.")] value: String,
+        #[graphql(desc = "The new value, as AddPatientNumberData's.")] value: String,
     ) -> Result<Option<ResponsePayload<Patient>>> {
         let practice = authorize_write(ctx)?;
-        let value = required_text("value", value, MAX_LINE_CHARS)?;
+        let value = number_value("value", value)?;
+        if let Some(refusal) = domain::number_value_refusal(&value) {
+            return envelope(ctx, Err(refusal.into()), Patient);
+        }
         let change = practice
             .update_number(&patient_id, &number_id, value)
             .await

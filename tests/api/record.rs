@@ -452,6 +452,34 @@ async fn phones_numbers_attributes_relationships_and_membership(#[case] engine: 
     )
     .await;
     assert_eq!(done["data"]["numbers"], json!([{ "value": "111" }]));
+    // A value keeps the contract's limit on an entry's (500 characters): past it, refused in
+    // `error`, and the value kept; a value of lines is a mistake in the input.
+    let set_number = "mutation($p: ID!, $n: ID!, $v: String!) { updatePatientNumber(patientId: $p, numberId: $n, value: $v) { data { numbers { value } } error } }";
+    let long = "9".repeat(500);
+    let done = change(&app, set_number, json!({ "p": id, "n": nhs, "v": long })).await;
+    assert_eq!(
+        done["data"]["numbers"],
+        json!([{ "value": long }]),
+        "{done}"
+    );
+    let done = change(
+        &app,
+        set_number,
+        json!({ "p": id, "n": nhs, "v": "9".repeat(501) }),
+    )
+    .await;
+    assert_eq!(
+        done,
+        json!({ "data": null, "error": "A number's value has at most 500 characters; this one has 501" })
+    );
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            set_number,
+            json!({ "p": id, "n": nhs, "v": "1\n2" }),
+        )
+        .await;
+    assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
     let remove_number = "mutation($p: ID!, $n: ID!) { removePatientNumber(patientId: $p, numberId: $n) { data { numbers { value } } error } }";
     let done = change(&app, remove_number, json!({ "p": id, "n": nhs })).await;
     assert_eq!(done["data"]["numbers"], json!([]));

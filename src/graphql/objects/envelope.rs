@@ -207,6 +207,10 @@ fn sentence(refusal: &Refusal) -> String {
             "A metadata value has at most {MAX_METADATA_VALUE_CHARS} characters; this one has \
              {chars}"
         ),
+        Refusal::NumberValueTooLong(chars) => format!(
+            "A number's value has at most {MAX_METADATA_VALUE_CHARS} characters; this one has \
+             {chars}"
+        ),
         Refusal::NumberAlreadyOnPatient => {
             "The patient has this number already: change it with updatePatientNumber".into()
         }
