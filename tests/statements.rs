@@ -220,4 +220,60 @@ async fn count_on(app: &TestApp, engine: Engine) {
     eprintln!("statements on {engine:?}: page of 100 patients with labels = {statements}");
     // The page, its patients' labels, and (PostgreSQL) the record of the patients read.
     assert_eq!(statements, 2 + recorded);
+
+    // A page of patients with their numbers and access groups, which the patients' rows hold:
+    // the names of the practice's definitions are read once for the page, not a patient at
+    // a time.
+    let defined = app
+        .ok(
+            "mutation { n: createPracticeNumber(name: \"NHS number\") { data { id } } g: createAccessGroup(name: \"team\", label: \"Team\") { data { id } } }",
+            json!({}),
+        )
+        .await;
+    let (number, group) = (&defined["n"]["data"]["id"], &defined["g"]["data"]["id"]);
+    let listed = app
+        .ok(
+            "{ patients(pagination: { pageSize: 30 }) { data { id } } }",
+            json!({}),
+        )
+        .await;
+    for patient in listed["patients"]["data"].as_array().expect("page") {
+        let done = app
+            .ok(
+                "mutation($p: ID!, $n: ID!, $g: ID!) { a: addPatientNumber(patientId: $p, numberData: { numberId: $n, value: \"1\" }) { error } b: addPatientAccessGroup(patientId: $p, accessGroupId: $g) { error } }",
+                json!({ "p": patient["id"], "n": number, "g": group }),
+            )
+            .await;
+        assert!(
+            done["a"]["error"].is_null() && done["b"]["error"].is_null(),
+            "{done}"
+        );
+    }
+    let before = STATEMENTS.load(Ordering::SeqCst);
+    let data = app
+        .ok(
+            "{ patients(pagination: { pageSize: 30 }) { data { numbers { name } accessGroups { label } } } }",
+            json!({}),
+        )
+        .await;
+    let statements = STATEMENTS.load(Ordering::SeqCst) - before;
+    let page = data["patients"]["data"].as_array().expect("page");
+    assert_eq!(page.len(), 30);
+    for patient in page {
+        assert_eq!(
+            patient["numbers"],
+            json!([{ "name": "NHS number" }]),
+            "{data}"
+        );
+        assert_eq!(
+            patient["accessGroups"],
+            json!([{ "label": "Team" }]),
+            "{data}"
+        );
+    }
+    eprintln!(
+        "statements on {engine:?}: page of 30 patients with numbers and access groups = {statements}"
+    );
+    // The page, the number definitions, the access groups, and (PostgreSQL) the record.
+    assert_eq!(statements, 3 + recorded);
 }

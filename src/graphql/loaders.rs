@@ -11,7 +11,7 @@ use std::time::Duration;
 use async_graphql::dataloader::{DataLoader, HashMapCache, Loader};
 use async_graphql::{Context, Result};
 
-use super::error::store_failed_ref;
+use super::error::{store_failed, store_failed_ref};
 use crate::auth::Principal;
 use crate::store::{PracticeStore, Store, StoreResult};
 
@@ -64,6 +64,17 @@ pub struct Loaders {
     /// Whether a record loaded once is kept for the rest of the request (see [`install`]).
     cached: bool,
     made: Made,
+    definitions: Definitions,
+}
+
+/// The practice's definitions that a patient's record names (its number definitions, its
+/// access groups): read whole, once a request, when a field first asks. A page of patients
+/// with their numbers asks once, not once a patient, and a practice holds at most 50 and
+/// 100 of them.
+#[derive(Default)]
+struct Definitions {
+    numbers: tokio::sync::OnceCell<Arc<HashMap<String, String>>>,
+    groups: tokio::sync::OnceCell<Arc<HashMap<String, (String, String)>>>,
 }
 
 /// The loaders a request has made so far, one a kind.
@@ -144,6 +155,59 @@ pub async fn prime<B: Batch>(ctx: &Context<'_>, ids: Vec<String>) -> Result<()> 
         .map_err(|e| store_failed_ref(&e))
 }
 
+/// Reads a practice's definitions once a request (each time in a mutation's request, which
+/// reads what its own earlier fields wrote): `read` is given the store and the practice's id.
+async fn definitions<T, F>(
+    ctx: &Context<'_>,
+    slot: impl FnOnce(&Definitions) -> &tokio::sync::OnceCell<Arc<T>>,
+    read: impl FnOnce(Store, String) -> F,
+) -> Result<Arc<T>>
+where
+    F: Future<Output = StoreResult<T>>,
+{
+    let loaders = ctx.data::<Loaders>()?;
+    let reading = read(loaders.store.clone(), loaders.practice_id.clone());
+    if !loaders.cached {
+        return reading.await.map(Arc::new).map_err(store_failed);
+    }
+    slot(&loaders.definitions)
+        .get_or_try_init(|| async { reading.await.map(Arc::new) })
+        .await
+        .cloned()
+        .map_err(store_failed)
+}
+
+/// The names of the practice's number definitions, by id.
+pub async fn number_names(ctx: &Context<'_>) -> Result<Arc<HashMap<String, String>>> {
+    definitions(
+        ctx,
+        |d| &d.numbers,
+        |store, practice| async move {
+            let found = store.practice(&practice).list_number_definitions().await?;
+            Ok(found.into_iter().map(|d| (d.id, d.name)).collect())
+        },
+    )
+    .await
+}
+
+/// The names and labels of the practice's access groups, by id.
+pub async fn access_group_names(
+    ctx: &Context<'_>,
+) -> Result<Arc<HashMap<String, (String, String)>>> {
+    definitions(
+        ctx,
+        |d| &d.groups,
+        |store, practice| async move {
+            let found = store.practice(&practice).list_access_groups().await?;
+            Ok(found
+                .into_iter()
+                .map(|g| (g.id, (g.name, g.label)))
+                .collect())
+        },
+    )
+    .await
+}
+
 /// Declares a batch kind that calls one store method.
 macro_rules! batch {
     ($(#[$doc:meta])* $name:ident, $value:ty, $method:ident, $slot:ident) => {
@@ -214,5 +278,6 @@ pub fn install(
         patient_groups: caller.patient_groups.clone(),
         cached,
         made: Made::default(),
+        definitions: Definitions::default(),
     })
 }

@@ -5,8 +5,6 @@
 //! through `PracticeStore::modify_patient`, which holds the patient's row, refuses a deleted
 //! patient and records the change's event.
 
-use std::collections::HashMap;
-
 use serde::{Deserialize, Serialize};
 
 use super::patients::{Patient, PatientFields};
@@ -689,39 +687,6 @@ impl PracticeStore<'_> {
             Some(_) => Ok(()),
             None => Err(Refusal::NotFound(Record::Patient, related.clone())),
         })
-    }
-
-    /// The names of these number definitions, by id (deleted ones included: a patient's value
-    /// keeps its name).
-    pub async fn number_names(&self, ids: &[String]) -> StoreResult<HashMap<String, String>> {
-        if ids.is_empty() {
-            return Ok(HashMap::new());
-        }
-        let sql = format!(
-            "SELECT id, name FROM practice_numbers WHERE practice_id = $1 AND id {}",
-            self.store.engine.in_list(2)
-        );
-        let rows: Vec<(String, String)> = self.read_for_ids(&sql, ids).await?;
-        Ok(rows.into_iter().collect())
-    }
-
-    /// The names and labels of these access groups, by id.
-    pub async fn access_group_names(
-        &self,
-        ids: &[String],
-    ) -> StoreResult<HashMap<String, (String, String)>> {
-        if ids.is_empty() {
-            return Ok(HashMap::new());
-        }
-        let sql = format!(
-            "SELECT id, name, label FROM access_groups WHERE practice_id = $1 AND id {}",
-            self.store.engine.in_list(2)
-        );
-        let rows: Vec<(String, String, String)> = self.read_for_ids(&sql, ids).await?;
-        Ok(rows
-            .into_iter()
-            .map(|(id, name, label)| (id, (name, label)))
-            .collect())
     }
 
     async fn number_definition_exists(&self, id: &str) -> StoreResult<bool> {

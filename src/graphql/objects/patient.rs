@@ -10,8 +10,6 @@ use super::record::{
     enum_value,
 };
 use super::{Address, Booking, Patient};
-use crate::graphql::access::principal;
-use crate::graphql::error::OrFail;
 use crate::graphql::loaders::{self, load_one};
 use crate::graphql::options::QueryOptions;
 use crate::graphql::pagination::Pagination;
@@ -51,12 +49,6 @@ pub struct PatientData {
     pub data: Option<Vec<Option<Patient>>>,
     /// Where this page sits in the list.
     pub page_info: Option<PageInfo>,
-}
-
-/// The caller's practice, for the fields that look up the practice's definitions.
-fn practice_of<'c>(ctx: &Context<'c>) -> Result<crate::store::PracticeStore<'c>> {
-    let principal = principal(ctx)?;
-    Ok(crate::graphql::access::reader(ctx, principal))
 }
 
 impl Patient {
@@ -201,8 +193,7 @@ impl Patient {
     /// The patient's values of the practice's numbers (PracticeNumbers), one per definition.
     async fn numbers(&self, ctx: &Context<'_>) -> Result<Option<Vec<Option<PatientNumber>>>> {
         let numbers = self.0.numbers();
-        let ids: Vec<String> = numbers.iter().map(|n| n.id.clone()).collect();
-        let names = practice_of(ctx)?.number_names(&ids).await.or_fail()?;
+        let names = loaders::number_names(ctx).await?;
         Ok(Some(
             numbers
                 .into_iter()
@@ -255,7 +246,7 @@ impl Patient {
         ctx: &Context<'_>,
     ) -> Result<Option<Vec<Option<PatientAccessGroup>>>> {
         let ids = self.0.access_group_ids();
-        let names = practice_of(ctx)?.access_group_names(&ids).await.or_fail()?;
+        let names = loaders::access_group_names(ctx).await?;
         Ok(Some(
             ids.into_iter()
                 .filter_map(|id| {
