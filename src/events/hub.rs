@@ -64,11 +64,7 @@ impl Hub {
     /// With it, the position of the last event handed on before it: exactly the events after
     /// that one come through the receiver.
     pub async fn subscribe(&self) -> (broadcast::Receiver<Arc<StoredEvent>>, Position) {
-        let mut ready = self.ready.clone();
-        // The hub's task is gone only with the runtime.
-        let _ = ready.wait_for(|ready| *ready).await;
-        let handed = self.handed.lock().unwrap_or_else(|e| e.into_inner());
-        (self.sender.subscribe(), *handed)
+        self.subscribe_to(&self.sender).await
     }
 
     /// A receiver of the events about tokens and their users from now on, as
@@ -77,10 +73,20 @@ impl Hub {
     /// (every [`IDLE_PAUSE`] at most, and at each poll), so a change reaches them within a
     /// quarter of a second.
     pub async fn subscribe_to_changes(&self) -> broadcast::Receiver<Arc<StoredEvent>> {
+        self.subscribe_to(&self.changes).await.0
+    }
+
+    /// A receiver of `channel` once the hub has found the end of the log, taken while no
+    /// event is being handed on, and the position of the last event handed on before it.
+    async fn subscribe_to(
+        &self,
+        channel: &broadcast::Sender<Arc<StoredEvent>>,
+    ) -> (broadcast::Receiver<Arc<StoredEvent>>, Position) {
         let mut ready = self.ready.clone();
+        // The hub's task is gone only with the runtime.
         let _ = ready.wait_for(|ready| *ready).await;
-        let _handed = self.handed.lock().unwrap_or_else(|e| e.into_inner());
-        self.changes.subscribe()
+        let handed = self.handed.lock().unwrap_or_else(|e| e.into_inner());
+        (channel.subscribe(), *handed)
     }
 
     /// Completes the next time the hub reads the log.

@@ -16,7 +16,7 @@ use super::objects::record::{
 };
 use super::objects::{Patient, ResponsePayload, envelope};
 use super::scalars::Date;
-use crate::domain;
+use crate::domain::{self, Refusal};
 use crate::store::patient_record::{
     AttributeEntry, Communication, Contact, Ins, Part, PlaceChange,
 };
@@ -166,10 +166,12 @@ fn line(field: &str, value: Option<String>) -> Result<Option<String>> {
     optional_text(field, value, MAX_LINE_CHARS)
 }
 
-/// A number's value, checked as the input's own: one line, not blank. Its length is the
-/// practice's rule ([`domain::number_value_refusal`]), told in `error`.
-fn number_value(field: &str, value: String) -> Result<String> {
-    required_text(field, value, usize::MAX)
+/// A number's value, checked: against the rules of its input (one line, not blank), a
+/// mistake; past the contract's limit on its length, a business refusal, answered in `error`
+/// ([`domain::number_value_refusal`]).
+fn number_value(field: &str, value: String) -> Result<Result<String, Refusal>> {
+    let value = required_text(field, value, usize::MAX)?;
+    Ok(domain::number_value_refusal(&value).map_or(Ok(value), Err))
 }
 
 /// A social security number: 5 to 30 characters, letters and digits, with spaces and hyphens
@@ -428,10 +430,10 @@ impl RecordMutations {
         #[graphql(desc = "The number.")] number_data: AddPatientNumberData,
     ) -> Result<Option<ResponsePayload<Patient>>> {
         let practice = authorize_write(ctx)?;
-        let value = number_value("numberData.value", number_data.value)?;
-        if let Some(refusal) = domain::number_value_refusal(&value) {
-            return envelope(ctx, Err(refusal.into()), Patient);
-        }
+        let value = match number_value("numberData.value", number_data.value)? {
+            Ok(value) => value,
+            Err(refusal) => return envelope(ctx, Err(refusal.into()), Patient),
+        };
         let change = practice
             .add_number(&patient_id, &number_data.number_id, value)
             .await
@@ -448,10 +450,10 @@ impl RecordMutations {
         #[graphql(desc = "The new value, as AddPatientNumberData's.")] value: String,
     ) -> Result<Option<ResponsePayload<Patient>>> {
         let practice = authorize_write(ctx)?;
-        let value = number_value("value", value)?;
-        if let Some(refusal) = domain::number_value_refusal(&value) {
-            return envelope(ctx, Err(refusal.into()), Patient);
-        }
+        let value = match number_value("value", value)? {
+            Ok(value) => value,
+            Err(refusal) => return envelope(ctx, Err(refusal.into()), Patient),
+        };
         let change = practice
             .update_number(&patient_id, &number_id, value)
             .await

@@ -108,31 +108,33 @@ impl PracticeStore<'_> {
         let Some(label) = found else {
             return Ok(Err(Refusal::NotFound(Record::Label, id.to_string()).into()));
         };
-        if title.is_none_or(|t| t == label.title)
-            && color.is_none_or(|c| Some(c) == label.color.as_deref())
-        {
+        let changed = Label {
+            title: title.map_or(label.title.clone(), str::to_string),
+            color: color.map(str::to_string).or(label.color.clone()),
+            ..label.clone()
+        };
+        if changed == label {
             self.commit_unchanged(tx, Event::of("update", "label", id))
                 .await?;
             return Ok(Ok(label));
         }
-        let sql = format!(
-            "UPDATE labels SET title = COALESCE($3, title), color = COALESCE($4, color), \
-             updated_at = $5 WHERE practice_id = $1 AND id = $2 RETURNING {LABEL_COLUMNS}"
-        );
-        let result = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .bind(self.practice_id)
-            .bind(id)
-            .bind(title)
-            .bind(color)
-            .bind(now_ms())
-            .fetch_optional(&mut *tx)
-            .await;
-        let written = match result {
-            Ok(None) => return Ok(Err(Refusal::NotFound(Record::Label, id.to_string()).into())),
-            Ok(Some(label)) => Ok(label),
-            Err(e) => Err(e),
+        let changed = Label {
+            updated_at: now_ms(),
+            ..changed
         };
-        self.finish_label(tx, "update", written, title.unwrap_or_default())
+        let result = sqlx::query(
+            "UPDATE labels SET title = $3, color = $4, updated_at = $5 \
+             WHERE practice_id = $1 AND id = $2",
+        )
+        .bind(self.practice_id)
+        .bind(id)
+        .bind(&changed.title)
+        .bind(&changed.color)
+        .bind(changed.updated_at)
+        .execute(&mut *tx)
+        .await;
+        let title = changed.title.clone();
+        self.finish_label(tx, "update", result.map(|_| changed), &title)
             .await
     }
 

@@ -161,6 +161,10 @@ fn merge_part<T: Serialize + for<'de> Deserialize<'de> + Default>(
     };
     if let Ok(Value::Object(new)) = serde_json::to_value(&part.value) {
         for name in part.given {
+            debug_assert!(
+                new.contains_key(name),
+                "{name} is no field of what it changes"
+            );
             kept.insert(name.into(), new.get(name).cloned().unwrap_or(Value::Null));
         }
     }

@@ -163,8 +163,8 @@ const WEIGHTS: &[(&str, &str, Weight)] = &[
     ("Query", "apiTokens", Weight::AtMost(MAX_API_TOKENS)),
     ("Query", "sessions", Weight::AtMost(MAX_SESSIONS_LISTED)),
     ("Patient", "labels", Weight::AtMost(MAX_LABELS_PER_PATIENT)),
-    // The record's lists, kept in the patient's row and read with it (numbers' and access
-    // groups' names in one lookup a patient).
+    // The record's lists, kept in the patient's row and read with it (the names of the
+    // practice's number definitions and access groups, once a request).
     ("Patient", "phones", Weight::InRow(MAX_PHONES_PER_PATIENT)),
     ("Patient", "numbers", Weight::InRow(MAX_NUMBERS_PER_PATIENT)),
     (
