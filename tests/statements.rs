@@ -32,6 +32,7 @@ const BACKGROUND: &[&str] = &[
     "FROM events",
     "webhook_deliveries",
     "event_floors",
+    "event_type_floors",
     "audit_reads_indexed",
     "audit_read_runs",
     "audit_read_buckets",

@@ -64,18 +64,23 @@ fn cursor(after: Option<ID>) -> Result<Option<Position>> {
     })
 }
 
-/// Whether events after `after` have been swept away: the practice's floor (the last event
-/// the sweep deleted) is past it.
+/// Whether events after `after` have been swept away: the floor (the last event the sweep
+/// deleted, of the types followed) is past it.
 fn swept(floor: Option<Position>, after: Position) -> bool {
     floor.is_some_and(|floor| after < floor)
 }
 
-/// [`swept`], with the practice's floor as it is now. Asked after the events are read (the
-/// sweep raises the floor in the transaction that deletes), so that a sweep between the two
-/// cannot skip events unsaid.
-async fn swept_after(store: &Store, practice_id: &str, after: Position) -> StoreResult<bool> {
-    let floor = store.practice(practice_id).event_floor().await?;
-    Ok(swept(floor, after))
+/// [`swept`], for the events of `types`, with the floors as they are now. Asked after the
+/// events are read (the sweep raises the floors in the transaction that deletes), so that a
+/// sweep between the two cannot skip events unsaid.
+async fn swept_after(
+    store: &Store,
+    practice_id: &str,
+    types: &[String],
+    after: Position,
+) -> StoreResult<bool> {
+    let floors = store.practice(practice_id).event_floors(types).await?;
+    Ok(swept(floors.of_types, after))
 }
 
 /// Where the practice's log ends now ([`PracticeStore::last_event_position`]).
@@ -89,22 +94,29 @@ async fn log_end(store: &Store, practice_id: &str) -> Result<Option<Position>> {
         .or_fail()
 }
 
-/// The practice's floor, read after the events (as [`swept_after`] does); CURSOR_EXPIRED when
-/// events after the cursor `after` were swept away, or when it is past `end`, where the
-/// practice's log ended when the read began, and past the floor: no event of this log has it
-/// (a cursor kept from before the database was restored from a backup, whose events after
-/// the backup are gone).
+/// The practice's floor (of every type), read after the events (as [`swept_after`] does);
+/// CURSOR_EXPIRED when events of `types` after the cursor `after` were swept away (events of
+/// other types, which the caller does not follow, are no loss to it), or when it is past
+/// `end`, where the practice's log ended when the read began, and past the floor: no event of
+/// this log has it (a cursor kept from before the database was restored from a backup, whose
+/// events after the backup are gone).
 async fn cursor_kept(
     store: &Store,
     practice_id: &str,
+    types: &[String],
     after: Option<Position>,
     end: Option<Position>,
 ) -> Result<Option<Position>> {
-    let floor = store.practice(practice_id).event_floor().await.or_fail()?;
+    let floors = store
+        .practice(practice_id)
+        .event_floors(types)
+        .await
+        .or_fail()?;
+    let floor = floors.all;
     let Some(after) = after else {
         return Ok(floor);
     };
-    if swept(floor, after) {
+    if swept(floors.of_types, after) {
         return Err(expired());
     }
     if end.max(floor).is_none_or(|last| after > last) {
@@ -181,8 +193,8 @@ impl EventQueries {
     /// poll. Shows only the events the caller may read (`patient.*` needs `patients:read`,
     /// `booking.*` `bookings:read`, `label.*` `labels:read`); FORBIDDEN when it may read
     /// none of the types asked for. Events are kept for a while (7 days by default); a
-    /// cursor older than that, or past the end of the log (kept from before a restore of the
-    /// database), is CURSOR_EXPIRED.
+    /// cursor after which events of the types read were deleted since, or past the end of
+    /// the log (kept from before a restore of the database), is CURSOR_EXPIRED.
     async fn events(
         &self,
         ctx: &Context<'_>,
@@ -224,7 +236,7 @@ impl EventQueries {
                 .await
                 .or_fail()?
         };
-        let floor = cursor_kept(store(ctx), &principal.practice_id, after, end).await?;
+        let floor = cursor_kept(store(ctx), &principal.practice_id, &types, after, end).await?;
         let reached = found
             .iter()
             .take_while(|e| end.is_some_and(|end| e.position() <= end))
@@ -465,14 +477,15 @@ impl EventSubscription {
         })?;
         let types = checked_types(event_types)?;
         // Each event is looked at as it comes (the token's permissions may change); a token
-        // that may read none of them is refused at once.
-        visible_types(principal, types.clone())?;
+        // that may read none of them is refused at once. Those it may read are those whose
+        // sweep can make it miss an event (a change of its permissions cuts the connection).
+        let followed = visible_types(principal, types.clone())?;
         let store = store(ctx).clone();
         let after = cursor(after)?;
         // Said at once, where it can be; the replay asks again after each of its reads.
         if after.is_some() {
             let end = log_end(&store, &principal.practice_id).await?;
-            cursor_kept(&store, &principal.practice_id, after, end).await?;
+            cursor_kept(&store, &principal.practice_id, &followed, after, end).await?;
         }
         // Without a cursor, it follows from the last event the hub handed on before it
         // subscribed: a catch-up after falling behind starts there, not at the log's first
@@ -484,6 +497,7 @@ impl EventSubscription {
             connection: connection.clone(),
             practice_id: principal.practice_id.clone(),
             types,
+            followed,
             patient_id: patient_id.map(|id| id.0),
             receiver,
             last,
@@ -512,6 +526,8 @@ struct Follower {
     connection: Arc<Connection>,
     practice_id: String,
     types: Vec<String>,
+    /// The types of `types` it may read, when it began: what the sweep may take from it.
+    followed: Vec<String>,
     patient_id: Option<String>,
     /// Subscribed before the replay is read: nothing falls between the two.
     receiver: broadcast::Receiver<Arc<StoredEvent>>,
@@ -632,7 +648,7 @@ impl Follower {
             .seen_by(groups.as_deref())
             .events_after(Some(self.last), &self.types, REPLAY_BATCH)
             .await?;
-        let swept = swept_after(&self.store, &self.practice_id, self.last).await?;
+        let swept = swept_after(&self.store, &self.practice_id, &self.followed, self.last).await?;
         Ok((events, swept))
     }
 
@@ -746,6 +762,7 @@ mod tests {
                 connection,
                 practice_id: practice.id.clone(),
                 types: vec!["label.created".to_string()],
+                followed: vec!["label.created".to_string()],
                 patient_id: None,
                 receiver,
                 last: Position { tx: 0, id: 100 },

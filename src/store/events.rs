@@ -6,6 +6,7 @@
 //! one still running (`Engine::visible_events`): no transaction can commit an event before a
 //! position a reader has passed, so a reader that follows positions never skips an event.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde_json::{Value, json};
@@ -58,6 +59,16 @@ pub const EVENT_TYPES: &[&str] = &[
 pub const TOKEN_REVOKED: &str = "token.revoked";
 /// An internal event: a staff user whose sessions or permissions changed.
 pub const USER_CHANGED: &str = "user.changed";
+
+/// How far the retention's sweep has deleted a practice's events (the last position it
+/// deleted), as [`PracticeStore::event_floors`] reads it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Floors {
+    /// Of every type: past it, the practice's log holds nothing older.
+    pub all: Option<Position>,
+    /// Of the types asked about: a cursor before it has missed events of those types.
+    pub of_types: Option<Position>,
+}
 
 /// Where an event stands in the log.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -344,15 +355,31 @@ impl PracticeStore<'_> {
         Ok(last.map(|(tx, id)| Position { tx, id }))
     }
 
-    /// The first position the log still holds of this practice: a cursor before it asks for
-    /// events that were deleted.
-    pub async fn event_floor(&self) -> StoreResult<Option<Position>> {
-        let floor: Option<(i64, i64)> =
-            sqlx::query_as("SELECT tx_id, id FROM event_floors WHERE practice_id = $1")
-                .bind(self.practice_id)
-                .fetch_optional(self.read())
-                .await?;
-        Ok(floor.map(|(tx, id)| Position { tx, id }))
+    /// Where the sweep has reached in this practice's log: the last event it deleted, of any
+    /// type, and of the types `types`. A cursor before the second asks for events of those
+    /// types that were deleted; one before the first only for events of other types, when the
+    /// two differ. One statement.
+    pub async fn event_floors(&self, types: &[String]) -> StoreResult<Floors> {
+        let sql = format!(
+            "SELECT 'all', tx_id, id FROM event_floors WHERE practice_id = $1 \
+             UNION ALL SELECT * FROM (SELECT 'types', tx_id, id FROM event_type_floors \
+             WHERE practice_id = $1 AND event_type {} ORDER BY tx_id DESC, id DESC LIMIT 1) AS t",
+            self.store.engine.in_list(2)
+        );
+        let found: Vec<(String, i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .bind(super::json_list(types))
+            .fetch_all(self.read())
+            .await?;
+        let mut floors = Floors::default();
+        for (kind, tx, id) in found {
+            let floor = Some(Position { tx, id });
+            match kind.as_str() {
+                "all" => floors.all = floor,
+                _ => floors.of_types = floor,
+            }
+        }
+        Ok(floors)
     }
 }
 
@@ -405,22 +432,28 @@ impl Store {
     /// found nothing old).
     pub async fn forget_events(&self, before: i64, batch: u32) -> StoreResult<u64> {
         let mut tx = self.begin_write().await?;
-        let deleted: Vec<(String, i64, i64)> = sqlx::query_as(
+        let deleted: Vec<(String, String, i64, i64)> = sqlx::query_as(
             "DELETE FROM events WHERE (practice_id, id) IN (SELECT practice_id, id FROM events \
              WHERE occurred_at < $1 ORDER BY occurred_at, id LIMIT $2) \
-             RETURNING practice_id, tx_id, id",
+             RETURNING practice_id, event_type, tx_id, id",
         )
         .bind(before)
         .bind(i64::from(batch))
         .fetch_all(&mut *tx)
         .await?;
-        // Each practice's floor is the highest position of its events deleted: a cursor at
-        // or after it has missed nothing. Events go by time, not by position, so a floor
-        // only ever rises.
-        let mut floors: std::collections::BTreeMap<&str, (i64, i64)> = Default::default();
-        for (practice, tx_id, id) in &deleted {
-            let floor = floors.entry(practice.as_str()).or_insert((*tx_id, *id));
-            *floor = (*floor).max((*tx_id, *id));
+        // Each practice's floor is the highest position of its events deleted, and each
+        // type's of its events of that type: a cursor at or after it has missed nothing (of
+        // that type). Events go by time, not by position, so a floor only ever rises.
+        let mut floors: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
+        let mut type_floors: BTreeMap<(&str, &str), (i64, i64)> = BTreeMap::new();
+        for (practice, event_type, tx_id, id) in &deleted {
+            let at = (*tx_id, *id);
+            let floor = floors.entry(practice.as_str()).or_insert(at);
+            *floor = (*floor).max(at);
+            let floor = type_floors
+                .entry((practice.as_str(), event_type.as_str()))
+                .or_insert(at);
+            *floor = (*floor).max(at);
         }
         for (practice, (floor_tx, floor_id)) in floors {
             sqlx::query(
@@ -430,6 +463,22 @@ impl Store {
                  OR (excluded.tx_id = event_floors.tx_id AND excluded.id > event_floors.id)",
             )
             .bind(practice)
+            .bind(floor_tx)
+            .bind(floor_id)
+            .execute(&mut *tx)
+            .await?;
+        }
+        for ((practice, event_type), (floor_tx, floor_id)) in type_floors {
+            sqlx::query(
+                "INSERT INTO event_type_floors (practice_id, event_type, tx_id, id) \
+                 VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (practice_id, event_type) DO UPDATE SET tx_id = excluded.tx_id, \
+                 id = excluded.id WHERE excluded.tx_id > event_type_floors.tx_id \
+                 OR (excluded.tx_id = event_type_floors.tx_id \
+                 AND excluded.id > event_type_floors.id)",
+            )
+            .bind(practice)
+            .bind(event_type)
             .bind(floor_tx)
             .bind(floor_id)
             .execute(&mut *tx)
@@ -488,9 +537,13 @@ impl Store {
             .execute(&mut *tx)
             .await?
             .rows_affected();
-        sqlx::query("UPDATE event_floors SET tx_id = 0 WHERE tx_id <> 0")
+        for floors in ["event_floors", "event_type_floors"] {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE {floors} SET tx_id = 0 WHERE tx_id <> 0"
+            )))
             .execute(&mut *tx)
             .await?;
+        }
         tx.commit().await?;
         tracing::warn!(
             moved,

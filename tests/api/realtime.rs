@@ -2584,6 +2584,77 @@ async fn events_past_the_retention_are_deleted_and_their_cursors_expire(#[case] 
     assert_eq!(error_code(&body), "", "{body}");
 }
 
+/// The sweep takes from a cursor only the events of the types its reader follows: a client
+/// that resumes after the last event of a rare type it saw, older than the retention, has
+/// missed nothing when what was swept since is of other types, and carries on, in the feed
+/// and in a subscription, whether it names its types or its token reads no others. (It was
+/// CURSOR_EXPIRED: a subscriber to `label.*`, told of no change for a week, had to start
+/// again.) A reader of every type still has missed the others.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_cursor_expires_only_for_the_types_swept_after_it(#[case] engine: Engine) {
+    let mut app = spawn!(
+        engine,
+        ServeConfig {
+            event_retention: Duration::from_secs(1),
+            ..test_config()
+        }
+    );
+    app.label("Old").await;
+    app.patient("Old", "One").await;
+    let old = settled(&app, &app.admin_token, None, 2).await;
+    assert_eq!(old[0]["eventType"], "label.created", "{old:?}");
+    let last_label = id_of(&old[0]);
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    app.restart().await;
+    let fresh = app.label("New").await;
+    let until = Instant::now() + WAIT;
+    while all_events(&app, &app.admin_token, None).await.0.len() > 1 {
+        assert!(Instant::now() < until, "the sweep at start did not run");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let label_types = json!(["label.created", "label.updated", "label.deleted"]);
+    let fresh_label = ("label.created".to_string(), named(None, None, Some(&fresh)));
+
+    // The patient's event after the cursor is gone: a reader of every type missed it.
+    let body = feed(&app, &app.admin_token, json!({ "after": last_label })).await;
+    assert_eq!(error_code(&body), "CURSOR_EXPIRED", "{body}");
+    // A reader of labels missed nothing, named types or not.
+    let labels = app.token(&["labels:read"]).await;
+    for (token, types) in [
+        (&app.admin_token, label_types.clone()),
+        (&labels, Value::Null),
+    ] {
+        let body = feed(&app, token, json!({ "after": last_label, "types": types })).await;
+        assert_eq!(error_code(&body), "", "{body}");
+        let events = body["data"]["events"]["data"].as_array().expect("events");
+        assert_eq!(
+            events.iter().map(what).collect::<Vec<_>>(),
+            vec![fresh_label.clone()],
+            "{body}"
+        );
+    }
+    for (token, types) in [
+        (&app.admin_token, label_types.clone()),
+        (&labels, Value::Null),
+    ] {
+        let mut ws = Ws::connect(&app, token).await;
+        ws.follow("s", json!({ "after": last_label, "types": types }))
+            .await;
+        assert_eq!(what(&ws.event().await), fresh_label);
+        ws.close().await;
+    }
+    let mut ws = Ws::connect(&app, &app.admin_token).await;
+    ws.follow("s", json!({ "after": last_label })).await;
+    let errors = ws.error("s").await;
+    assert_eq!(
+        errors[0]["extensions"]["code"], "CURSOR_EXPIRED",
+        "{errors}"
+    );
+}
+
 /// A feed that reaches the end of the log hands out where the log ended as its cursor, past
 /// the events the caller does not see: a client polling for a rare type keeps a cursor as
 /// young as its last poll, and the sweep of what it passed over does not expire it (it did:
@@ -2629,7 +2700,8 @@ async fn a_feed_at_the_end_passes_over_what_it_does_not_show(#[case] engine: Eng
     );
 
     // Everything so far swept away: the cursor polled last missed no label and reads on;
-    // the label's own, whose patients went, has expired.
+    // so does the label's own, as no label after it was swept (only patients, which a
+    // reader of every type missed: expired for it).
     tokio::time::sleep(Duration::from_millis(5)).await;
     let now = chrono::Utc::now().timestamp_millis();
     assert_eq!(app.store.forget_events(now, 1000).await.expect("sweep"), 4);
@@ -2647,6 +2719,8 @@ async fn a_feed_at_the_end_passes_over_what_it_does_not_show(#[case] engine: Eng
         json!({ "types": labels, "after": polled["cursor"] }),
     )
     .await;
+    assert_eq!(body["data"]["events"]["data"], json!([]), "{body}");
+    let body = feed(&app, admin, json!({ "after": polled["cursor"] })).await;
     assert_eq!(error_code(&body), "CURSOR_EXPIRED", "{body}");
     let label = app.label("Allergy").await;
     let next = settled(&app, admin, again["cursor"].as_str(), 1).await;
