@@ -295,7 +295,7 @@ const BY_NAME: &str = "last_name, first_name, id";
 const FOUND_BY_NAME: &str = "last_name || '', first_name, id";
 
 /// A search through SQLite's full-text table: `$1` the practice, `$2` the text as an FTS5
-/// phrase, `$3` the most rows. Each practice's rows are numbered in a range of their own
+/// phrase (and [`SEARCH_LIMIT`], `$3`, the most rows). Each practice's rows are numbered in a range of their own
 /// (migrations/sqlite/0011): asked for a phrase within that range, FTS5 reads the practice's
 /// part of the index only. CROSS JOIN keeps the full-text table the outer loop: with a plain
 /// JOIN, SQLite may walk the practice's rows and ask the index once for each, which is seconds
@@ -307,7 +307,7 @@ const SQLITE_SEARCH: &str = "SELECT r.patient_id FROM patients_search s \
      WHERE practice_id = $1) \
      AND s.rowid <= (SELECT mark_id * 4294967296 + 4294967295 FROM patients_search_practices \
      WHERE practice_id = $1) \
-     AND r.practice_id = $1 LIMIT $3";
+     AND r.practice_id = $1";
 
 /// The length of the pieces of PostgreSQL's index `patients_search_keys`
 /// (migrations/postgres/0028 and 0029): a term this long or longer is looked up by its pieces.
@@ -315,7 +315,7 @@ const POSTGRES_PIECE_CHARS: usize = 5;
 
 /// A search through PostgreSQL's index of the five-character pieces of each patient's search
 /// text, each keyed by a tag of its practice: `$1` the practice, `$2` the term (lower-cased,
-/// [`POSTGRES_PIECE_CHARS`] characters or more), `$3` the most rows. The index gives the
+/// [`POSTGRES_PIECE_CHARS`] characters or more), and [`SEARCH_LIMIT`]. The index gives the
 /// practice's patients holding a few pieces that cover the term, which are few where the term
 /// names one patient, however many patients there are (every trigram of a name or a number is
 /// in thousands of patients at 1,000,000, and a search went through each one's list); `strpos`
@@ -323,7 +323,10 @@ const POSTGRES_PIECE_CHARS: usize = 5;
 /// for the check.
 const POSTGRES_SEARCH_BY_PIECES: &str = "SELECT id FROM patients WHERE practice_id = $1 \
      AND patient_search_keys(practice_id, search_text) @> patient_search_cover($1, $2) \
-     AND strpos(search_text, $2) > 0 LIMIT $3";
+     AND strpos(search_text, $2) > 0";
+
+/// The end of each search's statement: `$3` the most rows it reads.
+const SEARCH_LIMIT: &str = " LIMIT $3";
 
 impl PracticeStore<'_> {
     /// The patient with this id, deleted and archived ones included.
@@ -456,7 +459,9 @@ impl PracticeStore<'_> {
     /// [`MAX_SEARCH_MATCHES`]. PostgreSQL asks its index of five-character pieces
     /// ([`POSTGRES_SEARCH_BY_PIECES`]), or for a shorter term its trigram index; SQLite its
     /// full-text table, where each practice's rows carry a mark of their own, so that a search
-    /// reads its own practice's part of the index only.
+    /// reads its own practice's part of the index only. A viewer kept to access groups counts
+    /// only the patients they see: whether a search is too broad must not tell them of
+    /// patients hidden from them.
     async fn search_index(&self, search: &str) -> StoreResult<Option<Vec<String>>> {
         let most = MAX_SEARCH_MATCHES as i64 + 1;
         // Each engine's statement takes the practice, the term as it wants it, and the most.
@@ -466,7 +471,7 @@ impl PracticeStore<'_> {
             }
             Engine::Postgres => (
                 "SELECT id FROM patients WHERE practice_id = $1 \
-                 AND search_text LIKE $2 ESCAPE '\\' LIMIT $3",
+                 AND search_text LIKE $2 ESCAPE '\\'",
                 format!("%{}%", like_escape(search)),
             ),
             // An FTS5 query: the text as a quoted phrase (a phrase of trigrams matches where
@@ -477,12 +482,25 @@ impl PracticeStore<'_> {
                 format!("\"{}\"", search.replace('"', "\"\"")),
             ),
         };
-        let ids: Vec<(String,)> = sqlx::query_as(sql)
+        let hidden = match (self.viewer, self.store.engine) {
+            (None, _) => String::new(),
+            (Some(_), Engine::Postgres) => self.visible_patients_at("patients", "$4"),
+            (Some(_), Engine::Sqlite) => format!(
+                " AND EXISTS (SELECT 1 FROM patients p WHERE p.practice_id = $1 \
+                 AND p.id = r.patient_id{})",
+                self.visible_patients_at("p", "$4")
+            ),
+        };
+        let sql = format!("{sql}{hidden}{SEARCH_LIMIT}");
+        let query = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(self.practice_id)
             .bind(term)
-            .bind(most)
-            .fetch_all(self.read())
-            .await?;
+            .bind(most);
+        let query = match self.viewer {
+            Some(groups) => query.bind(json_list(groups)),
+            None => query,
+        };
+        let ids: Vec<(String,)> = query.fetch_all(self.read()).await?;
         Ok((ids.len() <= MAX_SEARCH_MATCHES).then(|| ids.into_iter().map(|(id,)| id).collect()))
     }
 
@@ -1043,7 +1061,7 @@ mod tests {
             .await
             .expect("open");
         let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "EXPLAIN QUERY PLAN {SQLITE_SEARCH}"
+            "EXPLAIN QUERY PLAN {SQLITE_SEARCH}{SEARCH_LIMIT}"
         )))
         .bind("p")
         .bind("\"abc\"")
@@ -1124,7 +1142,7 @@ mod tests {
             .expect("set");
         let term = "emma.kowalski4578";
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "EXPLAIN {POSTGRES_SEARCH_BY_PIECES}"
+            "EXPLAIN {POSTGRES_SEARCH_BY_PIECES}{SEARCH_LIMIT}"
         )))
         .bind("p")
         .bind(term)

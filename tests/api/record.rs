@@ -1114,6 +1114,38 @@ async fn access_groups_hide_a_patient_from_staff_outside_them(#[case] engine: En
         )
         .await;
     assert_eq!(body["data"]["patient"]["id"], secret.as_str(), "{body}");
+    // Nor do hidden patients make a search too broad (more than 2,000 matches): its refusal
+    // would tell the outsider that patients matching it exist. Those who see them are told.
+    let hidden: Vec<(practice_api::store::patients::PatientFields, Vec<String>)> = (0..2001)
+        .map(|i| {
+            let fields = practice_api::store::patients::PatientFields {
+                first_name: "Zqx".into(),
+                last_name: format!("Hidden{i}"),
+                ..Default::default()
+            };
+            (fields, Vec::new())
+        })
+        .collect();
+    let practice = app
+        .store
+        .practice(&app.practice_id)
+        .by(crate::helpers::operator());
+    let hidden = practice.import_patients(hidden).await.expect("import");
+    for chunk in hidden.chunks(100) {
+        let added = chunk
+            .iter()
+            .map(|id| practice.add_patient_access_group(id, &psychiatry));
+        for added in futures_util::future::join_all(added).await {
+            assert!(matches!(added, Ok(Ok(_))), "{added:?}");
+        }
+    }
+    for search in ["zqx", "zqx hidden"] {
+        let body = app.gql(Some(&out), list, json!({ "s": search })).await;
+        assert_eq!(body["data"]["patients"]["data"], json!([]), "{body}");
+        let body = app.gql(Some(&inside), list, json!({ "s": search })).await;
+        assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+        assert!(error_message(&body).contains("more than 2000"), "{body}");
+    }
 }
 
 #[rstest]
