@@ -21,7 +21,7 @@ const SESSION_COLUMNS: &str = "id, kind, name, permissions, user_id, created_at,
                                expires_at, revoked_at";
 
 /// A staff user. The password hash is not part of it: only sign-in reads that.
-#[derive(Clone, Debug, FromRow)]
+#[derive(Clone, Debug, FromRow, PartialEq, Eq)]
 pub struct User {
     pub id: String,
     pub email: String,
@@ -778,7 +778,7 @@ impl PracticeStore<'_> {
             return Ok(Err(Refusal::RoleAboveCaller(user.role).into()));
         }
         let was_admin = user.role == "admin" && !user.is_disabled();
-        let services_before = user.services_provided.clone();
+        let before = user.clone();
         let ends = match change(&mut user) {
             Ok(ends) => ends,
             Err(refusal) => return Ok(Err(refusal.into())),
@@ -790,13 +790,21 @@ impl PracticeStore<'_> {
         {
             return Ok(Err(Refusal::NotFound(Record::AccessGroup, unknown).into()));
         }
-        if user.services_provided != services_before
+        if user.services_provided != before.services_provided
             && let Some(refusal) = self.check_services(&mut tx, &user.service_ids()).await?
         {
             return Ok(Err(refusal.into()));
         }
         if was_admin && !is_admin && self.other_admins(&mut tx, id).await? == 0 {
             return Ok(Err(Refusal::LastAdmin.into()));
+        }
+        if matches!(ends, Ends::Nothing) && user == before {
+            // The user as they were (an update that sends back what it read, an enable of an
+            // enabled user): nothing is written but the audit row. No instance is told that
+            // who may call changed, which would empty every token cache.
+            self.commit_unchanged(tx, Event::of(action, "user", id))
+                .await?;
+            return Ok(Ok(user));
         }
         user.updated_at = now_ms();
         let written = sqlx::query(

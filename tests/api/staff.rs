@@ -997,6 +997,34 @@ async fn a_users_pronouns_and_metadata(#[case] engine: Engine) {
         "{body}"
     );
     assert_eq!(user["pronouns"], "they/them", "kept");
+    // The same change again changes nothing, and writes nothing: updatedAt stays (and no
+    // instance is told to forget the tokens it knows). So does enabling an enabled user.
+    let updated_at = user["updatedAt"].clone();
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            &update,
+            json!({ "id": id, "i": { "metadata": [{ "key": "hr", "value": "H-2" }], "pronouns": "they/them" } }),
+        )
+        .await;
+    assert_eq!(
+        body["data"]["updateUser"]["data"]["updatedAt"], updated_at,
+        "{body}"
+    );
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            &format!(
+                "mutation($id: ID!) {{ enableUser(id: $id) {{ data {{ {fields} }} error }} }}"
+            ),
+            json!({ "id": id }),
+        )
+        .await;
+    assert_eq!(
+        body["data"]["enableUser"]["data"]["updatedAt"], updated_at,
+        "{body}"
+    );
     let body = app
         .gql(
             Some(&app.admin_token),
