@@ -279,11 +279,17 @@ fn any_role(_: &str) -> bool {
     true
 }
 
-/// `user disable EMAIL`: their sessions end at once and signIn refuses them.
-pub async fn disable_user(store: &Store, practice: Option<&str>, email: &str) -> AdminResult<User> {
+/// `user disable EMAIL [--revoke-tokens]`: their sessions end at once and signIn refuses
+/// them; with `revoke_tokens`, the API tokens they made are revoked too.
+pub async fn disable_user(
+    store: &Store,
+    practice: Option<&str>,
+    email: &str,
+    revoke_tokens: bool,
+) -> AdminResult<User> {
     let (practice_id, user) = user_by_email(store, practice, email).await?;
     Ok(as_operator(store, &practice_id, "user disable")
-        .disable_user(&user.id, None, &any_role)
+        .disable_user(&user.id, None, &any_role, revoke_tokens)
         .await??)
 }
 
@@ -295,16 +301,18 @@ pub async fn enable_user(store: &Store, practice: Option<&str>, email: &str) -> 
         .await??)
 }
 
-/// `user reset-password EMAIL`: the old password stops working, the user's sessions end;
-/// returns the one-time set-password token.
+/// `user reset-password EMAIL [--revoke-tokens]`: the old password stops working, the user's
+/// sessions end (and with `revoke_tokens` the API tokens they made); returns the one-time
+/// set-password token.
 pub async fn reset_password(
     store: &Store,
     practice: Option<&str>,
     email: &str,
+    revoke_tokens: bool,
 ) -> AdminResult<(User, String)> {
     let (practice_id, user) = user_by_email(store, practice, email).await?;
     let practice = as_operator(store, &practice_id, "user reset-password");
-    match auth::staff::reset_password(practice, &user.id, &any_role).await {
+    match auth::staff::reset_password(practice, &user.id, &any_role, revoke_tokens).await {
         Ok(done) => Ok((done.user, done.set_password_token)),
         Err(auth::staff::StaffError::Refused(refusal)) => Err(invalid(say(&refusal))),
         Err(auth::staff::StaffError::Store(error)) => Err(error.into()),

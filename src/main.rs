@@ -107,6 +107,10 @@ enum UserCommand {
         /// found by the email (unique across practices).
         #[arg(long)]
         practice: Option<String>,
+        /// Also revoke the API tokens the user made (signed in, or through tokens they made):
+        /// for an account that may have been taken over.
+        #[arg(long)]
+        revoke_tokens: bool,
     },
     /// Enables a disabled staff user again.
     Enable {
@@ -126,6 +130,10 @@ enum UserCommand {
         /// found by the email (unique across practices).
         #[arg(long)]
         practice: Option<String>,
+        /// Also revoke the API tokens the user made (signed in, or through tokens they made):
+        /// for an account that may have been taken over.
+        #[arg(long)]
+        revoke_tokens: bool,
     },
 }
 
@@ -382,11 +390,19 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::User(UserCommand::Disable { email, practice }) => {
-            let user = admin::disable_user(store, practice.as_deref(), &email)
+        Command::User(UserCommand::Disable {
+            email,
+            practice,
+            revoke_tokens,
+        }) => {
+            let user = admin::disable_user(store, practice.as_deref(), &email, revoke_tokens)
                 .await
                 .map_err(fail)?;
-            say!("disabled {}: their sessions have ended", user.email);
+            say!(
+                "disabled {}: their sessions have ended{}",
+                user.email,
+                tokens_revoked(revoke_tokens)
+            );
             Ok(())
         }
         Command::User(UserCommand::Enable { email, practice }) => {
@@ -396,15 +412,21 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
             say!("enabled {}", user.email);
             Ok(())
         }
-        Command::User(UserCommand::ResetPassword { email, practice }) => {
-            let (user, token) = admin::reset_password(store, practice.as_deref(), &email)
-                .await
-                .map_err(fail)?;
+        Command::User(UserCommand::ResetPassword {
+            email,
+            practice,
+            revoke_tokens,
+        }) => {
+            let (user, token) =
+                admin::reset_password(store, practice.as_deref(), &email, revoke_tokens)
+                    .await
+                    .map_err(fail)?;
             say!(
-                "reset the password of {}: their sessions have ended. They set a new one by \
+                "reset the password of {}: their sessions have ended{}. They set a new one by \
                  opening /settings/#/set-password?token=<the token below> on the server, \
                  within 72 hours",
-                user.email
+                user.email,
+                tokens_revoked(revoke_tokens)
             );
             println!("{token}");
             Ok(())
@@ -503,6 +525,14 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
 /// Logs go to stderr, filtered by PRACTICE_LOG, as text or (PRACTICE_LOG_FORMAT=json) one JSON
 /// object a line. A request's lines carry its request id (the span's field); no line holds a
 /// token, a password or a patient's data.
+/// What `user disable` and `user reset-password` add when they revoked the user's tokens.
+fn tokens_revoked(revoked: bool) -> &'static str {
+    match revoked {
+        true => ", and the API tokens they made are revoked",
+        false => "",
+    }
+}
+
 fn init_logging() -> Result<(), String> {
     let filter = match std::env::var("PRACTICE_LOG") {
         Ok(directives) if !directives.trim().is_empty() => EnvFilter::try_new(&directives)

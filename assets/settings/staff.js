@@ -150,11 +150,14 @@ export function StaffMember({ id }) {
     <//>`;
   }
   const name = found.fullName;
-  const change = (field, done) =>
+  // `revokeApiTokens`, which disableUser and resetUserPassword take: their API tokens go too.
+  const change = (field, done, revokeApiTokens = false) =>
     run(
       () =>
         mutate(
-          `mutation ${field}($id: ID!) { ${field}(id: $id) { data { id } error setPasswordToken } }`,
+          revokeApiTokens
+            ? `mutation ${field}($id: ID!) { ${field}(id: $id, revokeApiTokens: true) { data { id } error setPasswordToken } }`
+            : `mutation ${field}($id: ID!) { ${field}(id: $id) { data { id } error setPasswordToken } }`,
           { id },
           field,
         ),
@@ -203,15 +206,26 @@ export function StaffMember({ id }) {
               <button type="button" disabled=${busy} onClick=${() => change('enableUser', `${name} is enabled.`)}>
                 Enable ${name}
               </button>`
-          : html`<p>Disabling ends every session of ${name} at once, and they can no longer sign in.</p>
-              <${ConfirmButton}
-                label=${`Disable ${name}`}
-                question=${`Disable ${name}? Every session of theirs ends at once, and they can no longer sign in.`}
-                confirmLabel="Disable"
-                danger
-                disabled=${busy}
-                onConfirm=${() => change('disableUser', `${name} is disabled: their sessions have ended.`)}
-              />`}
+          : html`<p>Disabling ends every session of ${name} at once, and they can no longer sign in. The API tokens they made keep working (the clinic's integrations outlive whoever set them up), unless you revoke them too: do, if their account may have been taken over.</p>
+              <div class="actions">
+                <${ConfirmButton}
+                  label=${`Disable ${name}`}
+                  question=${`Disable ${name}? Every session of theirs ends at once, and they can no longer sign in.`}
+                  confirmLabel="Disable"
+                  danger
+                  disabled=${busy}
+                  onConfirm=${() => change('disableUser', `${name} is disabled: their sessions have ended.`)}
+                />
+                <${ConfirmButton}
+                  label=${`Disable ${name} and revoke their tokens`}
+                  question=${`Disable ${name} and revoke every API token they made? Their sessions end, and every integration using one of their tokens stops working at once. This cannot be undone.`}
+                  confirmLabel="Disable and revoke"
+                  danger
+                  disabled=${busy}
+                  onConfirm=${() =>
+                    change('disableUser', `${name} is disabled: their sessions have ended, and the API tokens they made are revoked.`, true)}
+                />
+              </div>`}
       <//>
       <${Section} title="Password">
         <p>Resetting ends ${name}'s password and every session of theirs at once, and gives you a new set-password link to hand them.</p>

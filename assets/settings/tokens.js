@@ -34,7 +34,7 @@ const RESOURCES = [
 /// Operations that take no token, so that no permission is about them.
 const TOKENLESS = new Set(['mutation:signIn', 'mutation:setPassword', 'mutation:createFirstAdmin']);
 
-const TOKEN_FIELDS = 'id name permissions createdAt lastUsedAt expiresAt revoked';
+const TOKEN_FIELDS = 'id name permissions createdAt lastUsedAt expiresAt revoked createdBy { fullName } createdByTokenId';
 
 /// The schema's root operations, `[{ permission: "query:patient", description }]`.
 const OPERATIONS = `{
@@ -89,6 +89,16 @@ export function Tokens() {
   `;
 }
 
+/// Who made a token: the staff user at the head of the chain (and the token they made it
+/// through), a token made on the command line, or the command line itself.
+const madeBy = (token, all) => {
+  const through = all.find((other) => other.id === token.createdByTokenId);
+  const via = through ? `“${through.name}”` : 'an API token';
+  if (token.createdBy) return token.createdByTokenId ? `${token.createdBy.fullName}, through ${via}` : token.createdBy.fullName;
+  if (token.createdByTokenId) return `The command line, through ${via}`;
+  return 'The command line';
+};
+
 const stateOf = (token) => {
   if (token.revoked) return 'Revoked';
   if (token.expiresAt && new Date(token.expiresAt) < new Date()) return 'Expired';
@@ -114,6 +124,7 @@ function TokenList({ tokens }) {
         <th scope="row">${token.name}</th>
         <td><${Permissions} list=${token.permissions} /></td>
         <td><${When} value=${token.createdAt} /></td>
+        <td>${madeBy(token, tokens.data ?? [])}</td>
         <td><${When} value=${token.lastUsedAt} empty="Never" /></td>
         <td><${When} value=${token.expiresAt} empty="Never" /></td>
         <td>${stateOf(token)}</td>
@@ -133,7 +144,7 @@ function TokenList({ tokens }) {
   );
   return html`<${Table}
     caption="API tokens of the practice, newest first"
-    head=${['Name', 'Permissions', 'Made', 'Last used', 'Expires', 'State', 'Actions']}
+    head=${['Name', 'Permissions', 'Made', 'Made by', 'Last used', 'Expires', 'State', 'Actions']}
     rows=${rows}
     empty=${emptyText(tokens, 'No API token yet.')}
   />`;

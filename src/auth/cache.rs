@@ -98,6 +98,8 @@ mod tests {
                 last_used_at: None,
                 expires_at: None,
                 revoked_at: None,
+                created_by_user_id: None,
+                created_by_token_id: None,
             },
             user_role: None,
             user_name: None,

@@ -294,13 +294,16 @@ pub async fn reset_password(
     practice: PracticeStore<'_>,
     id: &str,
     covers: &(dyn Fn(&str) -> bool + Sync),
+    revoke_api_tokens: bool,
 ) -> StaffResult<WithLink> {
     let made = secret::new_secret(practice.practice_id());
     let link = NewLink {
         secret_hash: &made.hash,
         expires_at: link_expiry(SET_PASSWORD_TTL),
     };
-    let user = practice.reset_password(id, link, covers).await??;
+    let user = practice
+        .reset_password(id, link, covers, revoke_api_tokens)
+        .await??;
     Ok(WithLink {
         user,
         set_password_token: made.secret,

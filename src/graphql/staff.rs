@@ -177,6 +177,15 @@ fn covers(principal: &Principal) -> impl Fn(&str) -> bool + Sync + '_ {
     |role| staff::covers_role(&principal.permissions, role)
 }
 
+/// FORBIDDEN, naming `settings`, when a caller without it asks to revoke a user's API tokens:
+/// tokens are the settings' business, and `users:write` alone does not reach them.
+fn may_revoke_tokens(principal: &Principal, revoke_api_tokens: bool) -> Result<()> {
+    if revoke_api_tokens && !principal.permissions.allows_settings() {
+        return Err(forbidden("settings", &[]));
+    }
+    Ok(())
+}
+
 /// A staff change's outcome as a payload: a refusal in `error`, a mistake in the input or a
 /// failure as a GraphQL error.
 fn user_payload(
@@ -333,16 +342,31 @@ impl StaffMutations {
     }
 
     /// Disables a staff user: every session of theirs stops working on its next request, on
-    /// every server, and signIn refuses them. Refused for the caller's own account and for
-    /// the practice's last enabled admin. Needs `users:write`.
+    /// every server, and signIn refuses them; with `revokeApiTokens: true`, so does every API
+    /// token they made (ApiToken.createdBy). Refused for the caller's own account and for the
+    /// practice's last enabled admin. Needs `users:write` (and `settings` to revoke tokens).
     async fn disable_user(
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "The user's id.")] id: ID,
+        #[graphql(
+            desc = "Also revoke the API tokens the user made (ApiToken.createdBy): for an \
+                    account that may have been taken over, whose tokens would outlive it. \
+                    Needs `settings`. False when omitted or null: a clinic's integrations \
+                    keep working when the admin who set them up leaves."
+        )]
+        revoke_api_tokens: Option<bool>,
     ) -> Result<Option<UserResponsePayload>> {
         let principal = authorize(ctx, OperationKind::Mutation)?;
+        let revoke_api_tokens = revoke_api_tokens.unwrap_or(false);
+        may_revoke_tokens(principal, revoke_api_tokens)?;
         let changed = writer(ctx, principal)
-            .disable_user(&id, principal.user_id(), &covers(principal))
+            .disable_user(
+                &id,
+                principal.user_id(),
+                &covers(principal),
+                revoke_api_tokens,
+            )
             .await
             .or_fail()?;
         Ok(Some(UserResponsePayload::of(ctx, changed)))
@@ -364,15 +388,29 @@ impl StaffMutations {
     }
 
     /// Resets a staff user's password: the old one stops working and every session of theirs
-    /// ends at once; `setPasswordToken` (valid for 72 hours, replacing any earlier one) is the
-    /// way to set a new one. Needs `users:write`.
+    /// ends at once (with `revokeApiTokens: true`, every API token they made too);
+    /// `setPasswordToken` (valid for 72 hours, replacing any earlier one) is the way to set a
+    /// new one. Needs `users:write` (and `settings` to revoke tokens).
     async fn reset_user_password(
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "The user's id.")] id: ID,
+        #[graphql(
+            desc = "Also revoke the API tokens the user made (ApiToken.createdBy). Needs \
+                    `settings`. False when omitted or null."
+        )]
+        revoke_api_tokens: Option<bool>,
     ) -> Result<Option<UserResponsePayload>> {
         let principal = authorize(ctx, OperationKind::Mutation)?;
-        let outcome = staff::reset_password(writer(ctx, principal), &id, &covers(principal)).await;
+        let revoke_api_tokens = revoke_api_tokens.unwrap_or(false);
+        may_revoke_tokens(principal, revoke_api_tokens)?;
+        let outcome = staff::reset_password(
+            writer(ctx, principal),
+            &id,
+            &covers(principal),
+            revoke_api_tokens,
+        )
+        .await;
         user_payload(ctx, outcome)
     }
 

@@ -314,14 +314,23 @@ impl<'a> PracticeStore<'a> {
     /// Records `event` in the transaction and commits both.
     pub(super) async fn commit(
         &self,
-        mut tx: Transaction<'static, Any>,
+        tx: Transaction<'static, Any>,
         event: Event<'_>,
     ) -> StoreResult<()> {
-        let announced = match event.changes_credentials() {
+        self.commit_all(tx, &[event]).await
+    }
+
+    /// Records `events` in the transaction and commits them with it.
+    pub(super) async fn commit_all(
+        &self,
+        mut tx: Transaction<'static, Any>,
+        events: &[Event<'_>],
+    ) -> StoreResult<()> {
+        let announced = match events.iter().any(Event::changes_credentials) {
             true => Some(self.store.announce_credentials(&mut tx).await?),
             false => None,
         };
-        self.record_in(&mut tx, &[event]).await?;
+        self.record_in(&mut tx, events).await?;
         let Some(announced) = announced else {
             return self.store.commit_events(tx).await;
         };

@@ -2,14 +2,14 @@
 
 use sqlx::FromRow;
 
-use super::audit::Event;
+use super::audit::{ActorKind, Event};
 use super::sidecar::{Sidecar, Stamp};
 use super::{Change, PracticeStore, StoreResult, new_id, now_ms};
 use crate::domain::limits::MAX_API_TOKENS;
 use crate::domain::{Bound, Refusal};
 
 const TOKEN_COLUMNS: &str = "id, kind, name, permissions, user_id, created_at, last_used_at, \
-                             expires_at, revoked_at";
+                             expires_at, revoked_at, created_by_user_id, created_by_token_id";
 
 /// Whether a token was made as an API token or handed out by signIn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +40,12 @@ pub struct Token {
     pub last_used_at: Option<i64>,
     pub expires_at: Option<i64>,
     pub revoked_at: Option<i64>,
+    /// Of an API token: the staff user who made it, signed in, or who made the API token that
+    /// made it (down the chain); None for one made on the command line, or by a token made
+    /// there.
+    pub created_by_user_id: Option<String>,
+    /// Of an API token: the API token that made it, when one did.
+    pub created_by_token_id: Option<String>,
 }
 
 impl Token {
@@ -98,7 +104,7 @@ impl PracticeStore<'_> {
     /// Stores a new token. An API token is refused when the practice has as many that are
     /// neither revoked nor expired as it may have.
     pub async fn create_token(&self, new: NewToken<'_>) -> StoreResult<Change<Token>> {
-        let token = Token {
+        let mut token = Token {
             id: new_id(),
             kind: new.kind.as_str().to_string(),
             name: new.name.to_string(),
@@ -108,8 +114,28 @@ impl PracticeStore<'_> {
             last_used_at: None,
             expires_at: new.expires_at,
             revoked_at: None,
+            created_by_user_id: None,
+            created_by_token_id: None,
         };
         let mut tx = self.begin_write().await?;
+        // Who makes an API token: a staff user, or a token (whose own maker it inherits).
+        match self.author.map(|author| author.actor) {
+            Some(actor) if new.kind == TokenKind::Api && actor.kind == ActorKind::User => {
+                token.created_by_user_id = Some(actor.id.clone());
+            }
+            Some(actor) if new.kind == TokenKind::Api && actor.kind == ActorKind::Token => {
+                token.created_by_token_id = Some(actor.id.clone());
+                token.created_by_user_id = sqlx::query_scalar(
+                    "SELECT created_by_user_id FROM tokens WHERE practice_id = $1 AND id = $2",
+                )
+                .bind(self.practice_id)
+                .bind(&actor.id)
+                .fetch_optional(&mut *tx)
+                .await?
+                .flatten();
+            }
+            _ => {}
+        }
         let live = format!(
             "AND kind = 'api' AND {}",
             works_at(&token.created_at.to_string())
@@ -123,7 +149,8 @@ impl PracticeStore<'_> {
         }
         sqlx::query(
             "INSERT INTO tokens (practice_id, id, kind, name, secret_hash, permissions, user_id, \
-             created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+             created_at, expires_at, created_by_user_id, created_by_token_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
         )
         .bind(self.practice_id)
         .bind(&token.id)
@@ -134,6 +161,8 @@ impl PracticeStore<'_> {
         .bind(&token.user_id)
         .bind(token.created_at)
         .bind(token.expires_at)
+        .bind(&token.created_by_user_id)
+        .bind(&token.created_by_token_id)
         .execute(&mut *tx)
         .await?;
         let action = match new.kind {
@@ -150,7 +179,8 @@ impl PracticeStore<'_> {
     pub async fn find_token_by_secret(&self, secret_hash: &str) -> StoreResult<Option<TokenGrant>> {
         Ok(sqlx::query_as(
             "SELECT t.id, t.kind, t.name, t.permissions, t.user_id, t.created_at, t.last_used_at, \
-             t.expires_at, t.revoked_at, u.role AS user_role, \
+             t.expires_at, t.revoked_at, t.created_by_user_id, t.created_by_token_id, \
+             u.role AS user_role, \
              u.first_name || ' ' || u.last_name AS user_name, u.disabled_at AS user_disabled_at, \
              u.access_groups AS user_access_groups \
              FROM tokens t LEFT JOIN users u ON u.practice_id = t.practice_id AND u.id = t.user_id \

@@ -18,7 +18,7 @@ const USER_COLUMNS: &str = "id, email, title, first_name, last_name, role, is_do
                             services_provided";
 
 const SESSION_COLUMNS: &str = "id, kind, name, permissions, user_id, created_at, last_used_at, \
-                               expires_at, revoked_at";
+                               expires_at, revoked_at, created_by_user_id, created_by_token_id";
 
 /// A staff user. The password hash is not part of it: only sign-in reads that.
 #[derive(Clone, Debug, FromRow, PartialEq, Eq)]
@@ -501,7 +501,7 @@ impl PracticeStore<'_> {
         patch: &UserPatch,
         covers: Covers<'_>,
     ) -> StoreResult<Change<User>> {
-        self.modify_user(id, "update", covers, |user| {
+        self.modify_user(id, "update", covers, false, |user| {
             patch.apply(user);
             if !covers(&user.role) {
                 return Err(Refusal::RoleAboveCaller(user.role.clone()));
@@ -512,18 +512,21 @@ impl PracticeStore<'_> {
     }
 
     /// Disables a staff user: every session of theirs and every set-password link ends in the
-    /// same transaction, and signIn refuses them. `caller` is the staff user asking, if any:
-    /// nobody disables their own account. Disabling twice keeps the first time.
+    /// same transaction, and signIn refuses them; with `revoke_api_tokens`, so do the API
+    /// tokens they made (see [`Token::created_by_user_id`]). `caller` is the staff user
+    /// asking, if any: nobody disables their own account. Disabling twice keeps the first
+    /// time.
     pub async fn disable_user(
         &self,
         id: &str,
         caller: Option<&str>,
         covers: Covers<'_>,
+        revoke_api_tokens: bool,
     ) -> StoreResult<Change<User>> {
         if caller == Some(id) {
             return Ok(Err(Refusal::OwnAccount.into()));
         }
-        self.modify_user(id, "disable", covers, |user| {
+        self.modify_user(id, "disable", covers, revoke_api_tokens, |user| {
             user.disabled_at = user.disabled_at.or(Some(now_ms()));
             Ok(Ends::Everything)
         })
@@ -532,22 +535,24 @@ impl PracticeStore<'_> {
 
     /// Enables a disabled staff user; they sign in again with their password.
     pub async fn enable_user(&self, id: &str, covers: Covers<'_>) -> StoreResult<Change<User>> {
-        self.modify_user(id, "enable", covers, |user| {
+        self.modify_user(id, "enable", covers, false, |user| {
             user.disabled_at = None;
             Ok(Ends::Nothing)
         })
         .await
     }
 
-    /// Resets a staff user's password: the old one stops working, every session ends, and
-    /// `link` is the one way to set a new one (earlier links end too).
+    /// Resets a staff user's password: the old one stops working, every session ends (and
+    /// with `revoke_api_tokens` every API token they made), and `link` is the one way to set
+    /// a new one (earlier links end too).
     pub async fn reset_password(
         &self,
         id: &str,
         link: NewLink<'_>,
         covers: Covers<'_>,
+        revoke_api_tokens: bool,
     ) -> StoreResult<Change<User>> {
-        self.modify_user(id, "reset_password", covers, |_| {
+        self.modify_user(id, "reset_password", covers, revoke_api_tokens, |_| {
             Ok(Ends::Password(Some(link)))
         })
         .await
@@ -767,6 +772,7 @@ impl PracticeStore<'_> {
         id: &str,
         action: &'static str,
         covers: Covers<'_>,
+        revoke_api_tokens: bool,
         change: impl FnOnce(&mut User) -> Result<Ends<'l>, Refusal>,
     ) -> StoreResult<Change<User>> {
         let mut tx = self.begin_write().await?;
@@ -859,7 +865,27 @@ impl PracticeStore<'_> {
                 }
             }
         }
-        self.commit(tx, Event::of(action, "user", id)).await?;
+        let revoked: Vec<String> = match revoke_api_tokens {
+            false => Vec::new(),
+            true => {
+                sqlx::query_scalar(
+                    "UPDATE tokens SET revoked_at = $3 WHERE practice_id = $1 AND kind = 'api' \
+                     AND created_by_user_id = $2 AND revoked_at IS NULL RETURNING id",
+                )
+                .bind(self.practice_id)
+                .bind(id)
+                .bind(now_ms())
+                .fetch_all(&mut *tx)
+                .await?
+            }
+        };
+        let mut events = vec![Event::of(action, "user", id)];
+        events.extend(
+            revoked
+                .iter()
+                .map(|token| Event::of("revoke", "token", token)),
+        );
+        self.commit_all(tx, &events).await?;
         Ok(Ok(user))
     }
 

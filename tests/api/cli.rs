@@ -1409,9 +1409,63 @@ async fn staff_are_listed_disabled_enabled_and_reset_on_the_command_line(#[case]
         .json()
         .await
         .expect("json");
+    assert!(body["data"]["setPassword"]["token"].is_string(), "{body}");
+
+    // An account that may have been taken over: reset with --revoke-tokens, the API tokens
+    // its holder made stop working too.
+    let post = |token: Option<String>, query: &str, variables: serde_json::Value| {
+        let mut request = client.post(&url);
+        if let Some(token) = token {
+            request = request.header("x-token", token);
+        }
+        let sent = request.json(&serde_json::json!({ "query": query, "variables": variables }));
+        async move {
+            sent.send()
+                .await
+                .expect("send")
+                .json::<serde_json::Value>()
+                .await
+                .expect("json")
+        }
+    };
+    let signed_in = post(
+        None,
+        "mutation { signIn(email: \"ada@example.com\", password: \"a long password\") { token } }",
+        serde_json::json!({}),
+    )
+    .await;
+    let session = signed_in["data"]["signIn"]["token"]
+        .as_str()
+        .map(str::to_string);
+    let made = post(
+        session,
+        "mutation { createApiToken(name: \"Ada's\", permissions: [\"*\"]) { token } }",
+        serde_json::json!({}),
+    )
+    .await;
+    let minted = made["data"]["createApiToken"]["token"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{made}"))
+        .to_string();
+    let reset = cli.run(&[
+        "user",
+        "reset-password",
+        "ada@example.com",
+        "--revoke-tokens",
+    ]);
+    assert!(reset.status.success(), "{}", stderr(&reset));
+    assert!(
+        stderr(&reset).contains("the API tokens they made are revoked"),
+        "{}",
+        stderr(&reset)
+    );
+    let refused = post(Some(minted), "{ apiTokens { id } }", serde_json::json!({})).await;
     let _ = server.kill();
     let _ = server.wait();
-    assert!(body["data"]["setPassword"]["token"].is_string(), "{body}");
+    assert_eq!(
+        refused["errors"][0]["extensions"]["code"], "UNAUTHENTICATED",
+        "{refused}"
+    );
 }
 
 /// An email is unique across practices, so the commands that act on one staff user find them

@@ -664,3 +664,90 @@ async fn bookings_stored_with_empty_metadata_are_mended(#[case] engine: Engine) 
     assert_eq!(mended.metadata, "[]");
     store.close().await;
 }
+
+/// What the sweep had deleted before the floors were kept by type (migration 0034) stands for
+/// every type, and the tokens made before their makers were kept (0035) get them from the
+/// audit log: a token Ada's session made is Ada's, and so is one that token made, however
+/// deep; one the command line made, and one it made in turn, have no user.
+#[rstest::rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn floors_and_token_makers_are_carried_over(#[case] engine: Engine) {
+    let Some((db, pool)) = migrated_to(engine, 33).await else {
+        return;
+    };
+    let mut statements = vec![
+        "INSERT INTO practices (id, name, is_default, created_at) VALUES ('p1', 'Clinic', 1, 0)"
+            .to_string(),
+        "INSERT INTO users (practice_id, id, email, password_hash, title, first_name, \
+         last_name, role, is_doctor, created_at, updated_at) VALUES ('p1', 'ada', \
+         'ada@example.com', 'x', NULL, 'Ada', 'Lovelace', 'admin', 0, 0, 0)"
+            .to_string(),
+        "INSERT INTO event_floors (practice_id, tx_id, id) VALUES ('p1', 0, 7)".to_string(),
+    ];
+    // A made by Ada, B by A, C by B; D by the command line, E by D.
+    for (token, actor_type, actor) in [
+        ("A", "user", "ada"),
+        ("B", "token", "A"),
+        ("C", "token", "B"),
+        ("D", "operator", "operator"),
+        ("E", "token", "D"),
+    ] {
+        statements.push(format!(
+            "INSERT INTO tokens (practice_id, id, kind, name, secret_hash, permissions, \
+             created_at) VALUES ('p1', '{token}', 'api', '{token}', 'hash-{token}', '*', 0)"
+        ));
+        statements.push(format!(
+            "INSERT INTO audit_events (practice_id, id, at, actor_type, actor_id, action, \
+             operation, resource_type, resource_id) VALUES ('p1', 'a-{token}', 0, \
+             '{actor_type}', '{actor}', 'create', 'createApiToken', 'token', '{token}')"
+        ));
+    }
+    for sql in &statements {
+        sqlx::query(sqlx::AssertSqlSafe(sql.as_str()))
+            .execute(&pool)
+            .await
+            .expect(sql);
+    }
+    pool.close().await;
+
+    let store = Store::open(&db.url, &PoolSettings::default())
+        .await
+        .expect("upgrade");
+    let practice = store.practice("p1");
+    let floor = Some(practice_api::store::events::Position { tx: 0, id: 7 });
+    for types in [
+        vec!["patient.created".to_string()],
+        vec!["label.deleted".to_string()],
+    ] {
+        let floors = practice.event_floors(&types).await.expect("floors");
+        assert_eq!((floors.all, floors.of_types), (floor, floor), "{types:?}");
+    }
+    let mut makers: Vec<(String, Option<String>, Option<String>)> = practice
+        .list_api_tokens()
+        .await
+        .expect("tokens")
+        .into_iter()
+        .map(|t| (t.id, t.created_by_user_id, t.created_by_token_id))
+        .collect();
+    makers.sort();
+    let at = |user: Option<&str>, token: Option<&str>| {
+        (user.map(str::to_string), token.map(str::to_string))
+    };
+    let expected = [
+        ("A", at(Some("ada"), None)),
+        ("B", at(Some("ada"), Some("A"))),
+        ("C", at(Some("ada"), Some("B"))),
+        ("D", at(None, None)),
+        ("E", at(None, Some("D"))),
+    ];
+    assert_eq!(
+        makers,
+        expected
+            .iter()
+            .map(|(id, (user, token))| (id.to_string(), user.clone(), token.clone()))
+            .collect::<Vec<_>>()
+    );
+    store.close().await;
+}

@@ -262,6 +262,147 @@ async fn disabling_a_user_ends_their_sessions_and_sign_in(#[case] engine: Engine
     assert_accepted(&app, &again).await;
 }
 
+/// `createApiToken` with `token`; returns the token's fields and its secret.
+async fn make_token(app: &TestApp, token: &str, name: &str) -> (Value, String) {
+    let body = app
+        .gql(
+            Some(token),
+            "mutation($n: String!) { createApiToken(name: $n, permissions: [\"*\"]) { data { id createdBy { email } createdByTokenId } token error } }",
+            json!({ "n": name }),
+        )
+        .await;
+    let made = &body["data"]["createApiToken"];
+    assert!(made["error"].is_null(), "{body}");
+    (
+        made["data"].clone(),
+        made["token"].as_str().expect("secret").to_string(),
+    )
+}
+
+/// Every API token says who made it: the staff user at the head of the chain (signed in, or
+/// through the tokens they made) and the token that made it. Disabling a user, or resetting
+/// their password, keeps those tokens (the practice's integrations outlive whoever set them
+/// up) unless asked to revoke them (`revokeApiTokens`, which needs `settings`): then every
+/// token down the chain is refused at once, and each revocation is in the audit log.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_users_api_tokens_go_with_them_when_asked(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let (ada, session) = signed_in_user(&app, "ada@example.com", "admin").await;
+    // Another admin, so that Ada is not the practice's last.
+    new_user(&app, "grace@example.com", "admin").await;
+    let (first, first_secret) = make_token(&app, &session, "Widget").await;
+    assert_eq!(
+        first["createdBy"],
+        json!({ "email": "ada@example.com" }),
+        "{first}"
+    );
+    assert_eq!(first["createdByTokenId"], Value::Null);
+    let (second, second_secret) = make_token(&app, &first_secret, "Made by the widget").await;
+    assert_eq!(
+        second["createdBy"],
+        json!({ "email": "ada@example.com" }),
+        "{second}"
+    );
+    assert_eq!(second["createdByTokenId"], first["id"]);
+    // The test's own token was made on the command line: a token it makes has no user.
+    let (kept, kept_secret) = make_token(&app, &app.admin_token, "Operator's").await;
+    assert_eq!(kept["createdBy"], Value::Null, "{kept}");
+    assert!(kept["createdByTokenId"].is_string(), "{kept}");
+    // Who made a token is a staff user's record: `settings` alone reads the token, not them.
+    let settings = app.token(&["settings"]).await;
+    let listed = app
+        .gql(
+            Some(&settings),
+            "{ apiTokens { id createdBy { email } createdByTokenId } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(error_code(&listed), "FORBIDDEN", "{listed}");
+    assert!(error_message(&listed).contains("users:read"), "{listed}");
+    let row = listed["data"]["apiTokens"]
+        .as_array()
+        .expect("tokens")
+        .iter()
+        .find(|t| t["id"] == second["id"])
+        .cloned()
+        .expect("listed");
+    assert_eq!(row["createdByTokenId"], first["id"], "{listed}");
+
+    // Revoking tokens is the settings' business: users:write alone may not.
+    let staff_admin = app.token(&["users:write"]).await;
+    let disable = "mutation($id: ID!, $r: Boolean) { disableUser(id: $id, revokeApiTokens: $r) { data { id } error } }";
+    let body = app
+        .gql(Some(&staff_admin), disable, json!({ "id": ada, "r": true }))
+        .await;
+    assert_eq!(error_code(&body), "FORBIDDEN", "{body}");
+    assert!(error_message(&body).contains("settings"), "{body}");
+    assert_accepted(&app, &session).await;
+    // Disabled without it: the sessions end, the tokens go on.
+    let body = app
+        .gql(Some(&app.admin_token), disable, json!({ "id": ada }))
+        .await;
+    assert_eq!(body["data"]["disableUser"]["data"]["id"], ada, "{body}");
+    assert_refused(&app, &session, "revoked").await;
+    assert_accepted(&app, &first_secret).await;
+    assert_accepted(&app, &second_secret).await;
+    on_user(&app, &app.admin_token, "enableUser", &ada).await;
+    // Disabled again, with them: the whole chain is refused, the operator's token works.
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            disable,
+            json!({ "id": ada, "r": true }),
+        )
+        .await;
+    assert_eq!(body["data"]["disableUser"]["data"]["id"], ada, "{body}");
+    assert_refused(&app, &first_secret, "revoked").await;
+    assert_refused(&app, &second_secret, "revoked").await;
+    assert_accepted(&app, &kept_secret).await;
+    let log = app
+        .ok(
+            "{ auditEvents(pagination: { pageSize: 100 }) { data { action resourceType resourceId operation } } }",
+            json!({}),
+        )
+        .await;
+    for token in [&first["id"], &second["id"]] {
+        assert!(
+            log["auditEvents"]["data"]
+                .as_array()
+                .expect("events")
+                .iter()
+                .any(|e| e["action"] == "revoke"
+                    && e["resourceId"] == *token
+                    && e["operation"] == "disableUser"),
+            "{token} revoked by disableUser in {log}"
+        );
+    }
+
+    // A reset asked to revoke them does the same.
+    on_user(&app, &app.admin_token, "enableUser", &ada).await;
+    let session = app.sign_in("ada@example.com", PASSWORD).await;
+    let (_, third_secret) = make_token(&app, &session, "Another").await;
+    let body = app
+        .gql(
+            Some(&app.admin_token),
+            "mutation($id: ID!) { resetUserPassword(id: $id, revokeApiTokens: true) { data { id } error } }",
+            json!({ "id": ada }),
+        )
+        .await;
+    assert_eq!(
+        body["data"]["resetUserPassword"]["data"]["id"], ada,
+        "{body}"
+    );
+    assert!(
+        body["data"]["resetUserPassword"]["error"].is_null(),
+        "{body}"
+    );
+    assert_refused(&app, &third_secret, "revoked").await;
+    assert_accepted(&app, &kept_secret).await;
+}
+
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]
 #[case::postgres(Engine::Postgres)]

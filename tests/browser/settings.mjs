@@ -350,6 +350,9 @@ try {
     'the secret comes with a warning that it is shown once',
   );
   await inspect(ada, 'tokens');
+  const madeRow = ada.getByRole('row', { name: /Patient reader/ });
+  await eventually(async () => ((await text(madeRow)).includes('Ada Lovelace') ? true : undefined));
+  check((await text(madeRow)).includes('Ada Lovelace'), 'the list says who made the token', await text(madeRow));
 
   const read = await graphql('query($id: ID!) { patient(id: $id) { firstName lastName } }', { id: patientId }, secret);
   check(read.data?.patient?.firstName === 'Jane', 'the new token reads the patient over HTTP', JSON.stringify(read));
@@ -513,6 +516,13 @@ try {
   );
   const bobToken = bobSet.data?.setPassword?.token;
   check(Boolean(bobToken), 'the second admin has a session over HTTP', JSON.stringify(bobSet));
+  const bobMinted = await graphql(
+    'mutation { createApiToken(name: "Bob\'s script", permissions: ["patients:read"]) { token error } }',
+    {},
+    bobToken,
+  );
+  const bobApiToken = bobMinted.data?.createApiToken?.token;
+  check(Boolean(bobApiToken), 'the second admin makes an API token over HTTP', JSON.stringify(bobMinted));
   const bob = await newContext('Bob');
   pages.push(bob);
   await bob.goto(settings);
@@ -536,6 +546,13 @@ try {
   await refusal(bob, 'session ended (password reset)', SESSION_ENDED);
   await signIn(bob, BOB);
   await refusal(bob, 'old password after a reset');
+  // The reset left the API token he made; disabled with his tokens, it is refused too.
+  const bobScript = () => graphql('{ patients { data { id } } }', {}, bobApiToken);
+  check(!(await bobScript()).errors, "the second admin's API token outlives his password");
+  await confirm(ada, 'Disable Bob Kahn and revoke their tokens', 'Disable and revoke');
+  await says(ada, 'Bob Kahn is disabled: their sessions have ended, and the API tokens they made are revoked.');
+  const scriptAfter = await bobScript();
+  check(scriptAfter.errors?.[0]?.extensions?.code === 'UNAUTHENTICATED', "the second admin's API token is refused", JSON.stringify(scriptAfter));
 
   // 9. My account: a wrong current password is refused; a change ends the other sessions.
   const adaOther = await graphql(

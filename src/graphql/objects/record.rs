@@ -6,9 +6,6 @@
 use async_graphql::{ComplexObject, Context, Enum, ID, Result, SimpleObject};
 
 use super::User;
-use crate::auth::{Access, Resource};
-use crate::graphql::access::require;
-use crate::graphql::loaders::{self, load_one};
 use crate::graphql::scalars::DateTime;
 use crate::store::patient_record as stored;
 
@@ -383,19 +380,10 @@ impl PatientArchivedInfo {
     /// Needs `users:read`, as every staff user reached from a record does: without it, null
     /// with a FORBIDDEN error, and the rest is still returned.
     async fn archived_by(&self, ctx: &Context<'_>) -> Result<Option<User>> {
-        staff_user(ctx, self.archived_by.as_deref()).await
+        super::user::staff_user(ctx, self.archived_by.as_deref()).await
     }
     /// The staff user who brought the patient back. Needs `users:read`, as `archivedBy`.
     async fn unarchived_by(&self, ctx: &Context<'_>) -> Result<Option<User>> {
-        staff_user(ctx, self.unarchived_by.as_deref()).await
+        super::user::staff_user(ctx, self.unarchived_by.as_deref()).await
     }
-}
-
-/// The staff user `id` names, for a holder of `users:read`.
-async fn staff_user(ctx: &Context<'_>, id: Option<&str>) -> Result<Option<User>> {
-    let Some(id) = id else {
-        return Ok(None);
-    };
-    require(ctx, Resource::Users, Access::Read)?;
-    Ok(load_one::<loaders::Users>(ctx, id).await?.map(User))
 }

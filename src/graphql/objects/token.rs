@@ -1,8 +1,9 @@
 //! `ApiToken`, and what the token mutations return.
 
-use async_graphql::{ID, Object, SimpleObject};
+use async_graphql::{Context, ID, Object, Result, SimpleObject};
 
-use super::ApiToken;
+use super::user::staff_user;
+use super::{ApiToken, User};
 use crate::graphql::scalars::DateTime;
 
 /// An API token, for integrations where no one signs in. Its secret is shown once, when it
@@ -36,6 +37,17 @@ impl ApiToken {
     /// True once the token has been revoked: it is refused from then on.
     async fn revoked(&self) -> Option<bool> {
         Some(self.0.revoked_at.is_some())
+    }
+    /// The staff user who made the token, signed in, or who made the API token that made it
+    /// (however deep: a token made by a token Ada made is Ada's); null for a token made on
+    /// the command line, or by a token made there. Needs `users:read`. disableUser and
+    /// resetUserPassword revoke a user's tokens with `revokeApiTokens: true`.
+    async fn created_by(&self, ctx: &Context<'_>) -> Result<Option<User>> {
+        staff_user(ctx, self.0.created_by_user_id.as_deref()).await
+    }
+    /// The API token that made this one (createApiToken called with it), when one did.
+    async fn created_by_token_id(&self) -> Option<ID> {
+        self.0.created_by_token_id.clone().map(ID)
     }
 }
 

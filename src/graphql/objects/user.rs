@@ -9,9 +9,20 @@ use super::{Booking, BookingData, Product, User};
 use crate::auth::{Access, Resource};
 use crate::domain::{Change, Denied};
 use crate::graphql::access::require;
+use crate::graphql::loaders::{self, load_one};
 use crate::graphql::pagination::Pagination;
 use crate::graphql::scalars::{Date, DateTime};
 use crate::store;
+
+/// The staff user `id` names, for a holder of `users:read` (FORBIDDEN otherwise): who archived
+/// a patient, who made a token.
+pub(super) async fn staff_user(ctx: &Context<'_>, id: Option<&str>) -> Result<Option<User>> {
+    let Some(id) = id else {
+        return Ok(None);
+    };
+    require(ctx, Resource::Users, Access::Read)?;
+    Ok(load_one::<loaders::Users>(ctx, id).await?.map(User))
+}
 
 /// A staff user of the practice: admin, practitioner or receptionist. Doctors are users with
 /// `isDoctor: true`.
@@ -85,11 +96,7 @@ impl User {
     /// updateUser. Needs `bookings:read`, as `products` does.
     async fn services_provided(&self, ctx: &Context<'_>) -> Result<Option<Vec<Option<Product>>>> {
         require(ctx, Resource::Bookings, Access::Read)?;
-        let found = crate::graphql::loaders::load_many::<crate::graphql::loaders::Products>(
-            ctx,
-            self.0.service_ids(),
-        )
-        .await?;
+        let found = loaders::load_many::<loaders::Products>(ctx, self.0.service_ids()).await?;
         Ok(super::page::items(found, Product))
     }
     /// The user's metadata entries, in the order they were set.
