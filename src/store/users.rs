@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use sqlx::{Any, FromRow, Transaction};
 
-use super::audit::Event;
+use super::audit::{Actor, ActorKind, Author, Event};
 use super::tokens::{Token, works_at};
 use super::{Change, Keyed, Page, PageRequest, PracticeStore, Store, StoreResult, new_id, now_ms};
 use crate::domain::limits::MAX_SESSIONS_LISTED;
@@ -369,7 +369,20 @@ impl PracticeStore<'_> {
             Ok(user) => user,
             Err(refusal) => return Ok(Err(refusal.into())),
         };
-        self.commit(tx, Event::of("create", "user", &user.id))
+        // Whoever holds the link becomes the admin: the log names them as the one who made
+        // the account (a user, as the contract's actors are), not the operator who printed
+        // the link.
+        let admin = Actor {
+            kind: ActorKind::User,
+            id: user.id.clone(),
+            name: Some(user.full_name()),
+        };
+        let author = self.author.map(|author| Author {
+            actor: &admin,
+            ..author
+        });
+        PracticeStore { author, ..*self }
+            .commit(tx, Event::of("create", "user", &user.id))
             .await?;
         Ok(Ok(user))
     }

@@ -1005,6 +1005,23 @@ async fn the_first_admin_comes_from_the_first_start_link(#[case] engine: Engine)
     assert!(made["error"].is_null(), "{body}");
     assert_eq!(made["user"]["role"], "admin");
     assert_accepted(&app, made["token"].as_str().expect("token")).await;
+    // The audit log names the admin, a user, as the maker of their own account.
+    let log = app
+        .ok(
+            "{ auditEvents(pagination: { pageSize: 100 }) { data { actorType actorId actorName action resourceType resourceId operation } } }",
+            json!({}),
+        )
+        .await;
+    let made_row = log["auditEvents"]["data"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .find(|e| e["operation"] == "createFirstAdmin" && e["resourceType"] == "user")
+        .unwrap_or_else(|| panic!("no createFirstAdmin row: {log}"))
+        .clone();
+    assert_eq!(made_row["actorType"], "user", "{made_row}");
+    assert_eq!(made_row["actorId"], made_row["resourceId"], "{made_row}");
+    assert_eq!(made_row["actorName"], "Ada Lovelace", "{made_row}");
     // Once.
     let body = app
         .gql(
