@@ -16,7 +16,9 @@ pub struct PageInfo {
     pub page: i32,
     /// The page size used.
     pub page_size: i32,
-    /// True when a later page has items.
+    /// True when a later page has items, also at row 10,000, past which a list is not read
+    /// (the next page is BAD_USER_INPUT): narrow the list (a search, a range of dates) to
+    /// read further. A list that stopped there without a word would look whole.
     pub has_more: bool,
 }
 
