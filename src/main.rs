@@ -499,6 +499,9 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
             let practice = admin::practice(store, practice.as_deref())
                 .await
                 .map_err(fail)?;
+            admin::demo_allowed(store, &practice.id)
+                .await
+                .map_err(fail)?;
             say!(
                 "making {patients} demo patients in practice {:?}…",
                 practice.name

@@ -574,6 +574,14 @@ async fn demo_fills_a_practice(#[case] engine: Engine) {
         "{}",
         stderr(&again)
     );
+    // Its one line of reason, and no word of work it does not do.
+    assert_eq!(
+        stderr(&again).trim_end().lines().count(),
+        1,
+        "{}",
+        stderr(&again)
+    );
+    assert!(again.stdout.is_empty());
 }
 
 /// Starts `practice-api serve` on a free port; returns the child and its GraphQL URL.
