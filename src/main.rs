@@ -536,15 +536,60 @@ fn tokens_revoked(revoked: bool) -> &'static str {
     }
 }
 
+/// The crates this binary is built from, comma-separated (see build.rs): where its logs come
+/// from.
+const LOG_CRATES: &str = env!("PRACTICE_LOG_CRATES");
+
+/// The first target of a `PRACTICE_LOG` filter (that parsed) where no log can come from: not
+/// a level, and no crate of `crates` starts with it, nor does it name a module of one. A word
+/// that is no level is a target to tracing (`inof` means "everything of target inof, at every
+/// level"), so a misspelt level or crate would switch the logs off, errors and all, without a
+/// word. None when `crates` is empty (not known) or every target can match.
+fn unknown_log_target<'d>(directives: &'d str, crates: &[&str]) -> Option<&'d str> {
+    if crates.is_empty() {
+        return None;
+    }
+    directives
+        .split(',')
+        .map(|directive| {
+            let end = directive.find(['[', '=']).unwrap_or(directive.len());
+            directive[..end].trim()
+        })
+        .filter(|target| !target.is_empty())
+        .filter(|target| {
+            target
+                .parse::<tracing_subscriber::filter::LevelFilter>()
+                .is_err()
+        })
+        .find(|target| {
+            !crates.iter().any(|known| {
+                known.starts_with(target)
+                    || target
+                        .strip_prefix(known)
+                        .is_some_and(|rest| rest.starts_with("::"))
+            })
+        })
+}
+
 fn init_logging() -> Result<(), String> {
     let filter = match std::env::var("PRACTICE_LOG") {
-        Ok(directives) if !directives.trim().is_empty() => EnvFilter::try_new(&directives)
-            .map_err(|e| {
+        Ok(directives) if !directives.trim().is_empty() => {
+            let filter = EnvFilter::try_new(&directives).map_err(|e| {
                 format!(
                     "PRACTICE_LOG is a log filter such as info or practice_api=debug,warn, not \
                      {directives:?}: {e}"
                 )
-            })?,
+            })?;
+            let crates: Vec<&str> = LOG_CRATES.split(',').filter(|c| !c.is_empty()).collect();
+            if let Some(target) = unknown_log_target(&directives, &crates) {
+                return Err(format!(
+                    "PRACTICE_LOG names {target:?}, which is neither a level (error, warn, info, \
+                     debug, trace, off) nor where any log comes from (a crate such as \
+                     practice_api, tower_http or sqlx, or a module of one)"
+                ));
+            }
+            filter
+        }
         _ => EnvFilter::new("info,sqlx::postgres::notice=warn"),
     };
     let builder = tracing_subscriber::fmt()
@@ -647,6 +692,54 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         super::Cli::command().debug_assert();
+    }
+
+    /// A `PRACTICE_LOG` target must be somewhere logs come from: a level, a crate (or the
+    /// start of one's name, as tracing matches them), or a module of one.
+    #[test]
+    fn a_log_filter_names_where_logs_come_from() {
+        let crates = ["practice_api", "tower_http", "sqlx"];
+        for fine in [
+            "info",
+            "INFO",
+            "3",
+            "off",
+            "practice_api=debug,tower_http=warn",
+            "info,sqlx::postgres::notice=warn",
+            "practice_api::http::server=trace",
+            "tower=debug",
+            "[request]=debug",
+            "warn,practice_api[request{id}]=trace",
+            "info,",
+        ] {
+            assert_eq!(super::unknown_log_target(fine, &crates), None, "{fine}");
+        }
+        for (typo, target) in [
+            ("inof", "inof"),
+            ("warning", "warning"),
+            ("practice-api=debug", "practice-api"),
+            ("info,practise_api=debug", "practise_api"),
+            ("practice_apix=debug", "practice_apix"),
+        ] {
+            assert_eq!(
+                super::unknown_log_target(typo, &crates),
+                Some(target),
+                "{typo}"
+            );
+        }
+        // Without the list of crates (a build without a lock file), nothing is refused.
+        assert_eq!(super::unknown_log_target("inof", &[]), None);
+        // The build's own list holds this crate and those it logs through.
+        let built: Vec<&str> = super::LOG_CRATES.split(',').collect();
+        for known in [
+            "practice_api",
+            "tower_http",
+            "sqlx",
+            "hyper",
+            "async_graphql",
+        ] {
+            assert!(built.contains(&known), "{known} in {built:?}");
+        }
     }
 
     /// `MI_OPTION_PURGE_DELAY` is the option mimalloc reads from `MIMALLOC_PURGE_DELAY` (or

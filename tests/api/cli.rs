@@ -465,6 +465,28 @@ fn bad_arguments_exit_non_zero_with_one_line() {
     let err = stderr(&output);
     assert!(err.contains("PRACTICE_LOG is a log filter"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    // One that parses but names nowhere logs come from (a misspelt level or crate), which
+    // would switch every log off without a word.
+    for typo in ["inof", "practise_api=debug,warn"] {
+        let output = cli
+            .command(&["migrate"])
+            .env("PRACTICE_LOG", typo)
+            .output()
+            .expect("run");
+        assert_eq!(output.status.code(), Some(2), "{typo}");
+        let err = stderr(&output);
+        assert!(err.contains("neither a level"), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
+    let output = cli
+        .command(&["migrate"])
+        .env(
+            "PRACTICE_LOG",
+            "warn,practice_api::store=debug,sqlx::postgres::notice=warn",
+        )
+        .output()
+        .expect("run");
+    assert!(output.status.success(), "{}", stderr(&output));
     // A duplicate email.
     let create = |email: &str| {
         cli.run_with_stdin(
