@@ -88,6 +88,7 @@ fn say(refusal: &Refusal) -> String {
         Refusal::RoleAboveCaller(role) => format!("the role {role} is above the caller's"),
         Refusal::OwnAccount => "a staff user cannot disable their own account".into(),
         Refusal::UserDisabled => "the staff user is disabled: enable them first".into(),
+        Refusal::MakerRevoked => "the token making it has been revoked".into(),
         Refusal::PracticeHasStaff => "the practice has staff already".into(),
         Refusal::NoMetadataKey(key) => format!("the booking has no metadata key {key:?}"),
         Refusal::MetadataTooLong { value, chars } => format!(
@@ -346,7 +347,7 @@ pub async fn create_token(
         })
         .transpose()?;
     let practice = as_operator(store, practice_id, "token create");
-    auth::issue_api_token(practice, name, &permissions, expires_at)
+    auth::issue_api_token(practice, name, &permissions, expires_at, None)
         .await
         .map_err(|e| match e {
             auth::IssueError::Invalid(message) => invalid(message),

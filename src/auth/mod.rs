@@ -316,6 +316,7 @@ async fn check_password(
             permissions: &[],
             user_id: Some(&credentials.user.id),
             expires_at: Some(expires_at),
+            made_with: None,
         })
         .await?
         .map_err(|denied| SignInError::Internal(format!("{denied:?}")))?;
@@ -360,12 +361,14 @@ pub enum IssueError {
 
 /// Makes an API token in `practice`, as its author, and returns it with its secret, which is
 /// shown this once. `name` must be 1 to 100 characters; `expires_at` (milliseconds) must be in
-/// the future.
+/// the future. `made_with` is the token of the request that makes it (its maker; see
+/// `Token::created_by_user_id`), None on the command line.
 pub async fn issue_api_token(
     practice: PracticeStore<'_>,
     name: &str,
     permissions: &Permissions,
     expires_at: Option<i64>,
+    made_with: Option<&str>,
 ) -> Result<(Token, String), IssueError> {
     let name = name.trim();
     let chars = name.chars().count();
@@ -396,6 +399,7 @@ pub async fn issue_api_token(
             permissions: &list,
             user_id: None,
             expires_at,
+            made_with,
         })
         .await?
         .map_err(|denied| match denied {

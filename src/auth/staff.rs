@@ -384,6 +384,7 @@ async fn open_session(
             permissions: &[],
             user_id: Some(&user.id),
             expires_at: Some(expires_at),
+            made_with: None,
         })
         .await??;
     if let Err(error) = store.signed_in(&user.id, now_ms()).await {

@@ -148,6 +148,10 @@ pub enum Refusal {
     OwnAccount,
     /// The staff user is disabled: enable them first.
     UserDisabled,
+    /// The token a request came with was revoked (or signed out) before the API token it
+    /// makes was stored: that token is not made, so that none escapes a revocation of its
+    /// maker's tokens.
+    MakerRevoked,
     /// The practice has staff already: its first admin is made once.
     PracticeHasStaff,
     /// The booking has no metadata entry with this key.

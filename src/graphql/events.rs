@@ -748,6 +748,7 @@ mod tests {
                 "follower",
                 &everything,
                 None,
+                None,
             )
             .await
             .expect("token");

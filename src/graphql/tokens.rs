@@ -69,8 +69,14 @@ impl TokenMutations {
                 DateTime::from_ms(limit).0.to_rfc3339()
             )));
         }
-        let issued =
-            auth::issue_api_token(writer(ctx, principal), &name, &permissions, expires_at).await;
+        let issued = auth::issue_api_token(
+            writer(ctx, principal),
+            &name,
+            &permissions,
+            expires_at,
+            Some(&principal.token_id),
+        )
+        .await;
         match issued {
             Ok((token, secret)) => Ok(Some(ApiTokenPayload {
                 data: Some(ApiToken(token)),

@@ -2,7 +2,7 @@
 
 use sqlx::FromRow;
 
-use super::audit::{ActorKind, Event};
+use super::audit::Event;
 use super::sidecar::{Sidecar, Stamp};
 use super::{Change, PracticeStore, StoreResult, new_id, now_ms};
 use crate::domain::limits::MAX_API_TOKENS;
@@ -92,6 +92,9 @@ pub struct NewToken<'a> {
     pub permissions: &'a [String],
     pub user_id: Option<&'a str>,
     pub expires_at: Option<i64>,
+    /// The token whose request makes an API token (a sign-in token, or another API token):
+    /// its maker. None on the command line.
+    pub made_with: Option<&'a str>,
 }
 
 /// The condition of a token that works at `now` (a placeholder, or a number of milliseconds):
@@ -118,24 +121,6 @@ impl PracticeStore<'_> {
             created_by_token_id: None,
         };
         let mut tx = self.begin_write().await?;
-        // Who makes an API token: a staff user, or a token (whose own maker it inherits).
-        match self.author.map(|author| author.actor) {
-            Some(actor) if new.kind == TokenKind::Api && actor.kind == ActorKind::User => {
-                token.created_by_user_id = Some(actor.id.clone());
-            }
-            Some(actor) if new.kind == TokenKind::Api && actor.kind == ActorKind::Token => {
-                token.created_by_token_id = Some(actor.id.clone());
-                token.created_by_user_id = sqlx::query_scalar(
-                    "SELECT created_by_user_id FROM tokens WHERE practice_id = $1 AND id = $2",
-                )
-                .bind(self.practice_id)
-                .bind(&actor.id)
-                .fetch_optional(&mut *tx)
-                .await?
-                .flatten();
-            }
-            _ => {}
-        }
         let live = format!(
             "AND kind = 'api' AND {}",
             works_at(&token.created_at.to_string())
@@ -146,6 +131,31 @@ impl PracticeStore<'_> {
                 .await?
         {
             return Ok(Err(Refusal::TooMany(Bound::ApiTokens).into()));
+        }
+        if new.kind == TokenKind::Api
+            && let Some(credential) = new.made_with
+        {
+            // Who makes it: the staff user of a sign-in token, or an API token, whose own maker
+            // it inherits. Read under the practice's lock, which disableUser and
+            // resetUserPassword hold as they revoke a user's tokens: a token made with a
+            // credential revoked meanwhile would escape that revocation, and is not made.
+            let sql =
+                format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE practice_id = $1 AND id = $2");
+            let maker: Option<Token> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(self.practice_id)
+                .bind(credential)
+                .fetch_optional(&mut *tx)
+                .await?;
+            match maker {
+                Some(maker) if maker.revoked_at.is_none() && maker.is_user_token() => {
+                    token.created_by_user_id = maker.user_id;
+                }
+                Some(maker) if maker.revoked_at.is_none() => {
+                    token.created_by_user_id = maker.created_by_user_id;
+                    token.created_by_token_id = Some(maker.id);
+                }
+                _ => return Ok(Err(Refusal::MakerRevoked.into())),
+            }
         }
         sqlx::query(
             "INSERT INTO tokens (practice_id, id, kind, name, secret_hash, permissions, user_id, \

@@ -361,6 +361,28 @@ async fn a_users_api_tokens_go_with_them_when_asked(#[case] engine: Engine) {
     assert_refused(&app, &first_secret, "revoked").await;
     assert_refused(&app, &second_secret, "revoked").await;
     assert_accepted(&app, &kept_secret).await;
+    // A request that came with the first token before it was revoked, storing its token
+    // after: refused, as the revocation of its maker's chain would miss what it makes.
+    let everything = practice_api::auth::parse_permissions(&["*".to_string()]).expect("*");
+    let late = practice_api::auth::issue_api_token(
+        app.store
+            .practice(&app.practice_id)
+            .by(crate::helpers::operator()),
+        "Late",
+        &everything,
+        None,
+        first["id"].as_str(),
+    )
+    .await;
+    assert!(
+        matches!(
+            late,
+            Err(practice_api::auth::IssueError::Refused(
+                practice_api::domain::Refusal::MakerRevoked
+            ))
+        ),
+        "{late:?}"
+    );
     let log = app
         .ok(
             "{ auditEvents(pagination: { pageSize: 100 }) { data { action resourceType resourceId operation } } }",

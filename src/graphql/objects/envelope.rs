@@ -196,6 +196,10 @@ fn sentence(refusal: &Refusal) -> String {
         }
         Refusal::OwnAccount => "You cannot disable your own account".into(),
         Refusal::UserDisabled => "This staff user is disabled: enable them first".into(),
+        Refusal::MakerRevoked => {
+            "The token this request came with has been revoked or signed out: no token is made"
+                .into()
+        }
         Refusal::NoMetadataKey(key) => format!("This booking has no metadata with key \"{key}\""),
         Refusal::MetadataTooLong {
             value: false,
