@@ -525,13 +525,10 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
     }
 }
 
-/// Logs go to stderr, filtered by PRACTICE_LOG, as text or (PRACTICE_LOG_FORMAT=json) one JSON
-/// object a line. A request's lines carry its request id (the span's field); no line holds a
-/// token, a password or a patient's data.
-/// What `user disable` and `user reset-password` add when they revoked the user's tokens.
+/// What `user disable` and `user reset-password` add when asked to revoke the user's tokens.
 fn tokens_revoked(revoked: bool) -> &'static str {
     match revoked {
-        true => ", and the API tokens they made are revoked",
+        true => ", and every API token they made that worked is revoked",
         false => "",
     }
 }
@@ -571,6 +568,9 @@ fn unknown_log_target<'d>(directives: &'d str, crates: &[&str]) -> Option<&'d st
         })
 }
 
+/// Logs go to stderr, filtered by PRACTICE_LOG, as text or (PRACTICE_LOG_FORMAT=json) one JSON
+/// object a line. A request's lines carry its request id (the span's field); no line holds a
+/// token, a password or a patient's data.
 fn init_logging() -> Result<(), String> {
     let filter = match std::env::var("PRACTICE_LOG") {
         Ok(directives) if !directives.trim().is_empty() => {

@@ -8,17 +8,15 @@ ALTER TABLE tokens ADD COLUMN created_by_user_id TEXT;
 ALTER TABLE tokens ADD COLUMN created_by_token_id TEXT;
 CREATE INDEX tokens_by_maker ON tokens (practice_id, created_by_user_id);
 -- Tokens made before: their maker as the audit log recorded it (createApiToken's row, written
--- in the token's own transaction; a row of no patient, reached through the index by patient).
+-- in the token's own transaction), in one pass over the log's rows of no patient.
 UPDATE tokens SET
-    created_by_user_id = (SELECT a.actor_id FROM audit_events a
-        WHERE a.practice_id = tokens.practice_id AND a.patient_id IS NULL
-          AND a.resource_type = 'token' AND a.resource_id = tokens.id
-          AND a.action = 'create' AND a.actor_type = 'user' LIMIT 1),
-    created_by_token_id = (SELECT a.actor_id FROM audit_events a
-        WHERE a.practice_id = tokens.practice_id AND a.patient_id IS NULL
-          AND a.resource_type = 'token' AND a.resource_id = tokens.id
-          AND a.action = 'create' AND a.actor_type = 'token' LIMIT 1)
-WHERE kind = 'api';
+    created_by_user_id = CASE WHEN made.actor_type = 'user' THEN made.actor_id END,
+    created_by_token_id = CASE WHEN made.actor_type = 'token' THEN made.actor_id END
+FROM (SELECT practice_id, resource_id, actor_type, actor_id FROM audit_events
+      WHERE patient_id IS NULL AND resource_type = 'token' AND action = 'create'
+        AND actor_type IN ('user', 'token')) AS made
+WHERE tokens.practice_id = made.practice_id AND tokens.id = made.resource_id
+  AND tokens.kind = 'api';
 -- A token made by a token: the staff user of the token that made it, down the chain.
 WITH RECURSIVE made (practice_id, id, root) AS (
     SELECT practice_id, id, created_by_user_id FROM tokens

@@ -8,7 +8,7 @@ use super::{Change, PracticeStore, StoreResult, new_id, now_ms};
 use crate::domain::limits::MAX_API_TOKENS;
 use crate::domain::{Bound, Refusal};
 
-const TOKEN_COLUMNS: &str = "id, kind, name, permissions, user_id, created_at, last_used_at, \
+pub(super) const TOKEN_COLUMNS: &str = "id, kind, name, permissions, user_id, created_at, last_used_at, \
                              expires_at, revoked_at, created_by_user_id, created_by_token_id";
 
 /// Whether a token was made as an API token or handed out by signIn.
@@ -255,6 +255,28 @@ impl PracticeStore<'_> {
                 .await?;
         }
         Ok(token)
+    }
+
+    /// Revokes, in `tx`, the API tokens that still work and that the staff user `user_id`
+    /// made (see [`Token::created_by_user_id`]: through tokens they made too); returns their
+    /// ids, for the caller to record each revocation. The caller holds the practice's lock,
+    /// which [`PracticeStore::create_token`] takes before it reads who makes a token.
+    pub(super) async fn revoke_api_tokens_made_by(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        user_id: &str,
+    ) -> StoreResult<Vec<String>> {
+        let sql = format!(
+            "UPDATE tokens SET revoked_at = $3 WHERE practice_id = $1 AND kind = 'api' \
+             AND created_by_user_id = $2 AND {} RETURNING id",
+            works_at("$3")
+        );
+        Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .bind(user_id)
+            .bind(now_ms())
+            .fetch_all(&mut **tx)
+            .await?)
     }
 
     /// Records that a token was used at `at`.

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use sqlx::{Any, FromRow, Transaction};
 
 use super::audit::{Actor, ActorKind, Author, Event};
-use super::tokens::{Token, works_at};
+use super::tokens::{TOKEN_COLUMNS, Token, works_at};
 use super::{Change, Keyed, Page, PageRequest, PracticeStore, Store, StoreResult, new_id, now_ms};
 use crate::domain::limits::MAX_SESSIONS_LISTED;
 use crate::domain::{Record, Refusal};
@@ -16,9 +16,6 @@ const USER_COLUMNS: &str = "id, email, title, first_name, last_name, role, is_do
                             qualifications, registration, medical_specialties, position_title, \
                             minimum_treatment_age, pronouns, access_groups, metadata, \
                             services_provided";
-
-const SESSION_COLUMNS: &str = "id, kind, name, permissions, user_id, created_at, last_used_at, \
-                               expires_at, revoked_at, created_by_user_id, created_by_token_id";
 
 /// A staff user. The password hash is not part of it: only sign-in reads that.
 #[derive(Clone, Debug, FromRow, PartialEq, Eq)]
@@ -714,7 +711,7 @@ impl PracticeStore<'_> {
     /// every user, the newest first.
     pub async fn list_sessions(&self, user_id: Option<&str>) -> StoreResult<Vec<Token>> {
         let sql = format!(
-            "SELECT {SESSION_COLUMNS} FROM tokens WHERE practice_id = $1 AND kind = 'user' \
+            "SELECT {TOKEN_COLUMNS} FROM tokens WHERE practice_id = $1 AND kind = 'user' \
              AND {} AND ($3 IS NULL OR user_id = $3) \
              ORDER BY created_at DESC, id DESC LIMIT {MAX_SESSIONS_LISTED}",
             works_at("$2")
@@ -761,7 +758,7 @@ impl PracticeStore<'_> {
         let sql = format!(
             "UPDATE tokens SET revoked_at = COALESCE(revoked_at, $3) \
              WHERE practice_id = $1 AND id = $2 AND kind = 'user' \
-             AND ($4 IS NULL OR user_id = $4) RETURNING {SESSION_COLUMNS}"
+             AND ($4 IS NULL OR user_id = $4) RETURNING {TOKEN_COLUMNS}"
         );
         let token: Option<Token> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(self.practice_id)
@@ -878,19 +875,9 @@ impl PracticeStore<'_> {
                 }
             }
         }
-        let revoked: Vec<String> = match revoke_api_tokens {
+        let revoked = match revoke_api_tokens {
             false => Vec::new(),
-            true => {
-                sqlx::query_scalar(
-                    "UPDATE tokens SET revoked_at = $3 WHERE practice_id = $1 AND kind = 'api' \
-                     AND created_by_user_id = $2 AND revoked_at IS NULL RETURNING id",
-                )
-                .bind(self.practice_id)
-                .bind(id)
-                .bind(now_ms())
-                .fetch_all(&mut *tx)
-                .await?
-            }
+            true => self.revoke_api_tokens_made_by(&mut tx, id).await?,
         };
         let mut events = vec![Event::of(action, "user", id)];
         events.extend(

@@ -1485,7 +1485,7 @@ async fn staff_are_listed_disabled_enabled_and_reset_on_the_command_line(#[case]
     ]);
     assert!(reset.status.success(), "{}", stderr(&reset));
     assert!(
-        stderr(&reset).contains("the API tokens they made are revoked"),
+        stderr(&reset).contains("every API token they made that worked is revoked"),
         "{}",
         stderr(&reset)
     );

@@ -2602,11 +2602,13 @@ async fn a_cursor_expires_only_for_the_types_swept_after_it(#[case] engine: Engi
             ..test_config()
         }
     );
+    app.label("Older").await;
     app.label("Old").await;
     app.patient("Old", "One").await;
-    let old = settled(&app, &app.admin_token, None, 2).await;
-    assert_eq!(old[0]["eventType"], "label.created", "{old:?}");
-    let last_label = id_of(&old[0]);
+    let old = settled(&app, &app.admin_token, None, 3).await;
+    assert_eq!(old[1]["eventType"], "label.created", "{old:?}");
+    let before_last_label = id_of(&old[0]);
+    let last_label = id_of(&old[1]);
     tokio::time::sleep(Duration::from_millis(1200)).await;
     app.restart().await;
     let fresh = app.label("New").await;
@@ -2618,8 +2620,16 @@ async fn a_cursor_expires_only_for_the_types_swept_after_it(#[case] engine: Engi
     let label_types = json!(["label.created", "label.updated", "label.deleted"]);
     let fresh_label = ("label.created".to_string(), named(None, None, Some(&fresh)));
 
-    // The patient's event after the cursor is gone: a reader of every type missed it.
+    // The patient's event after the cursor is gone: a reader of every type missed it. So is
+    // the last label after the one before it: a reader of labels missed that.
     let body = feed(&app, &app.admin_token, json!({ "after": last_label })).await;
+    assert_eq!(error_code(&body), "CURSOR_EXPIRED", "{body}");
+    let body = feed(
+        &app,
+        &app.admin_token,
+        json!({ "after": before_last_label, "types": label_types }),
+    )
+    .await;
     assert_eq!(error_code(&body), "CURSOR_EXPIRED", "{body}");
     // A reader of labels missed nothing, named types or not.
     let labels = app.token(&["labels:read"]).await;
