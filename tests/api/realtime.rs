@@ -1710,6 +1710,53 @@ async fn revoking_the_token_closes_its_subscription_with_4403(#[case] engine: En
     ws.cut_off().await;
 }
 
+// The API tokens a user made, revoked with them (resetUserPassword with revokeApiTokens): as
+// for revocation, the subscription held by such a token is closed at once.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_users_tokens_revoked_with_them_close_their_subscriptions_with_4403(
+    #[case] engine: Engine,
+) {
+    let app = spawn!(engine);
+    let email = app.user("admin", "ada@example.com").await;
+    let session = app.sign_in(&email, PASSWORD).await;
+    let me = app
+        .gql(Some(&session), "{ currentUser { id } }", json!({}))
+        .await;
+    let ada = me["data"]["currentUser"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{me}"))
+        .to_string();
+    let made = app
+        .gql(
+            Some(&session),
+            "mutation { createApiToken(name: \"Ada's sync\", permissions: [\"patients:read\"]) { token error } }",
+            json!({}),
+        )
+        .await;
+    let token = made["data"]["createApiToken"]["token"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{made}"))
+        .to_string();
+    app.patient("Seed", "Zero").await;
+    let start = settled(&app, &app.admin_token, None, 1).await;
+    let mut ws = Ws::connect(&app, &token).await;
+    ws.follow("s", json!({ "after": id_of(&start[0]) })).await;
+    let ann = app.patient("Ann", "Lee").await;
+    assert_eq!(what(&ws.event().await), created(&ann));
+
+    mutate(
+        &app,
+        "mutation($id: ID!) { resetUserPassword(id: $id, revokeApiTokens: true) { data { id } error } }",
+        json!({ "id": ada }),
+    )
+    .await;
+    app.patient("Bob", "Ray").await;
+    ws.cut_off().await;
+}
+
 // Signed out: as for revocation.
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]
