@@ -1215,6 +1215,31 @@ async fn a_users_pronouns_and_metadata(#[case] engine: Engine) {
     let user = &body["data"]["updateUser"]["data"];
     assert_eq!(user["metadata"], json!([]), "{body}");
     assert_eq!(user["pronouns"], Value::Null);
+    // Of the four changes, the two that changed something told every instance that who may
+    // call changed (the internal `user.changed`, which empties their caches of tokens); the
+    // two that changed nothing told none. Read once a write made after them is in the log
+    // (on PostgreSQL, events show in the order of their transactions).
+    app.label("After the changes").await;
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let told = loop {
+        let log = app
+            .store
+            .all_events_after(practice_api::store::events::Position::default(), 10_000)
+            .await
+            .expect("the log");
+        if log.iter().any(|e| e.event_type == "label.created") {
+            break log
+                .iter()
+                .filter(|e| e.event_type == "user.changed" && e.user_id.as_deref() == Some(&id))
+                .count();
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "the label's event within 10 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(told, 2);
     let many: Vec<Value> = (0..51)
         .map(|n| json!({ "key": format!("k{n}"), "value": "" }))
         .collect();
