@@ -31,7 +31,6 @@ struct CountStatements;
 const BACKGROUND: &[&str] = &[
     "FROM events",
     "webhook_deliveries",
-    "event_floors",
     "event_type_floors",
     "audit_reads_indexed",
     "audit_read_runs",

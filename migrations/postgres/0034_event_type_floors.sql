@@ -1,8 +1,9 @@
 -- What the retention sweep has deleted of each practice's events, type by type: a cursor
 -- before the floor of a type has missed events of that type. A subscriber to rare events
 -- (patient.deleted) that resumes after the last one it saw, a week ago, has missed nothing
--- when the events swept since were of other types. event_floors stays: past it, every
--- event of the practice is gone, whatever its type.
+-- when the events swept since were of other types. The practice's floor, past which every
+-- event of the practice is gone, is the highest of its types': event_floors, which kept it
+-- apart, goes.
 CREATE TABLE event_type_floors (
     practice_id  TEXT    NOT NULL REFERENCES practices (id),
     event_type   TEXT    NOT NULL,
@@ -54,3 +55,4 @@ WITH types (event_type) AS (VALUES
 )
 INSERT INTO event_type_floors (practice_id, event_type, tx_id, id)
 SELECT f.practice_id, t.event_type, f.tx_id, f.id FROM event_floors f CROSS JOIN types t;
+DROP TABLE event_floors;

@@ -356,15 +356,23 @@ impl PracticeStore<'_> {
     }
 
     /// Where the sweep has reached in this practice's log: the last event it deleted, of any
-    /// type, and of the types `types`. A cursor before the second asks for events of those
-    /// types that were deleted; one before the first only for events of other types, when the
-    /// two differ. One statement.
+    /// type (the highest of the types' floors), and of the types `types`. A cursor before the
+    /// second asks for events of those types that were deleted; one before the first only for
+    /// events of other types, when the two differ. One statement.
     pub async fn event_floors(&self, types: &[String]) -> StoreResult<Floors> {
+        let highest = |kind: &str, condition: &str| {
+            format!(
+                "SELECT * FROM (SELECT '{kind}', tx_id, id FROM event_type_floors \
+                 WHERE practice_id = $1{condition} ORDER BY tx_id DESC, id DESC LIMIT 1) AS floor_{kind}"
+            )
+        };
         let sql = format!(
-            "SELECT 'all', tx_id, id FROM event_floors WHERE practice_id = $1 \
-             UNION ALL SELECT * FROM (SELECT 'types', tx_id, id FROM event_type_floors \
-             WHERE practice_id = $1 AND event_type {} ORDER BY tx_id DESC, id DESC LIMIT 1) AS t",
-            self.store.engine.in_list(2)
+            "{} UNION ALL {}",
+            highest("all", ""),
+            highest(
+                "types",
+                &format!(" AND event_type {}", self.store.engine.in_list(2))
+            )
         );
         let found: Vec<(String, i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(self.practice_id)
@@ -415,7 +423,7 @@ impl Store {
             .fetch_optional(&self.reader)
             .await?;
         let floor: Option<(i64, i64)> = sqlx::query_as(
-            "SELECT tx_id, id FROM event_floors ORDER BY tx_id DESC, id DESC LIMIT 1",
+            "SELECT tx_id, id FROM event_type_floors ORDER BY tx_id DESC, id DESC LIMIT 1",
         )
         .fetch_optional(&self.reader)
         .await?;
@@ -426,10 +434,10 @@ impl Store {
     }
 
     /// Deletes up to `batch` events that occurred before `before`, in every practice, the
-    /// oldest first, and raises each practice's floor past them; returns how many it deleted.
-    /// The events are found by the index of their time, so a batch reads what it deletes
-    /// rather than the whole log (which it did when it went in the order of positions, and
-    /// found nothing old).
+    /// oldest first, and raises the floors of their types past them; returns how many it
+    /// deleted. The events are found by the index of their time, so a batch reads what it
+    /// deletes rather than the whole log (which it did when it went in the order of positions,
+    /// and found nothing old).
     pub async fn forget_events(&self, before: i64, batch: u32) -> StoreResult<u64> {
         let mut tx = self.begin_write().await?;
         let deleted: Vec<(String, String, i64, i64)> = sqlx::query_as(
@@ -441,34 +449,19 @@ impl Store {
         .bind(i64::from(batch))
         .fetch_all(&mut *tx)
         .await?;
-        // Each practice's floor is the highest position of its events deleted, and each
-        // type's of its events of that type: a cursor at or after it has missed nothing (of
-        // that type). Events go by time, not by position, so a floor only ever rises.
-        let mut floors: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
-        let mut type_floors: BTreeMap<(&str, &str), (i64, i64)> = BTreeMap::new();
+        // Each type's floor is the highest position of the practice's events of that type
+        // deleted (the practice's, the highest of its types'): a cursor at or after it has
+        // missed nothing of that type. Events go by time, not by position, so a floor only
+        // ever rises.
+        let mut floors: BTreeMap<(&str, &str), (i64, i64)> = BTreeMap::new();
         for (practice, event_type, tx_id, id) in &deleted {
             let at = (*tx_id, *id);
-            let floor = floors.entry(practice.as_str()).or_insert(at);
-            *floor = (*floor).max(at);
-            let floor = type_floors
+            let floor = floors
                 .entry((practice.as_str(), event_type.as_str()))
                 .or_insert(at);
             *floor = (*floor).max(at);
         }
-        for (practice, (floor_tx, floor_id)) in floors {
-            sqlx::query(
-                "INSERT INTO event_floors (practice_id, tx_id, id) VALUES ($1, $2, $3) \
-                 ON CONFLICT (practice_id) DO UPDATE SET tx_id = excluded.tx_id, \
-                 id = excluded.id WHERE excluded.tx_id > event_floors.tx_id \
-                 OR (excluded.tx_id = event_floors.tx_id AND excluded.id > event_floors.id)",
-            )
-            .bind(practice)
-            .bind(floor_tx)
-            .bind(floor_id)
-            .execute(&mut *tx)
-            .await?;
-        }
-        for ((practice, event_type), (floor_tx, floor_id)) in type_floors {
+        for ((practice, event_type), (floor_tx, floor_id)) in floors {
             sqlx::query(
                 "INSERT INTO event_type_floors (practice_id, event_type, tx_id, id) \
                  VALUES ($1, $2, $3, $4) \
@@ -510,7 +503,7 @@ impl Store {
         let ahead = |next: &str| {
             format!(
                 "SELECT EXISTS (SELECT 1 FROM events WHERE tx_id >= {next}) \
-                 OR EXISTS (SELECT 1 FROM event_floors WHERE tx_id >= {next})"
+                 OR EXISTS (SELECT 1 FROM event_type_floors WHERE tx_id >= {next})"
             )
         };
         let next = "pg_snapshot_xmax(pg_current_snapshot())::text::bigint";
@@ -537,13 +530,9 @@ impl Store {
             .execute(&mut *tx)
             .await?
             .rows_affected();
-        for floors in ["event_floors", "event_type_floors"] {
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "UPDATE {floors} SET tx_id = 0 WHERE tx_id <> 0"
-            )))
+        sqlx::query("UPDATE event_type_floors SET tx_id = 0 WHERE tx_id <> 0")
             .execute(&mut *tx)
             .await?;
-        }
         tx.commit().await?;
         tracing::warn!(
             moved,
