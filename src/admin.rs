@@ -507,27 +507,25 @@ const LABELS: &[(&str, &str)] = &[
     ("Overdue payment", "#6b7280"),
 ];
 
-/// Refuses demo data for a practice that has patients (as [`demo`] does): asked first, so that
-/// a refusal is its one line, before any word of the work.
-pub async fn demo_allowed(store: &Store, practice_id: &str) -> AdminResult<()> {
-    if as_operator(store, practice_id, "demo")
-        .has_patients()
-        .await?
-    {
+/// `demo [--patients N]`: fills a practice with realistic demo data: labels, staff and
+/// patients (deterministic, but for ids and the staff's password). Refused for a practice
+/// that has patients: demo data is for a practice that is empty, never mixed with a clinic's.
+/// `starting` is called once the practice is found empty, before the work: a refusal is then
+/// its one line, with no word of work before it.
+pub async fn demo(
+    store: &Store,
+    practice_id: &str,
+    patients: usize,
+    starting: impl FnOnce(),
+) -> AdminResult<DemoSummary> {
+    let practice = as_operator(store, practice_id, "demo");
+    if practice.has_patients().await? {
         return Err(invalid(
             "the practice already has patients: demo data goes into an empty practice (make \
              one with `practice create` and pass --practice)",
         ));
     }
-    Ok(())
-}
-
-/// `demo [--patients N]`: fills a practice with realistic demo data: labels, staff and
-/// patients (deterministic, but for ids and the staff's password). Refused for a practice
-/// that has patients: demo data is for a practice that is empty, never mixed with a clinic's.
-pub async fn demo(store: &Store, practice_id: &str, patients: usize) -> AdminResult<DemoSummary> {
-    demo_allowed(store, practice_id).await?;
-    let practice = as_operator(store, practice_id, "demo");
+    starting();
     let password = random_password();
     let mut label_ids = Vec::new();
     for (title, color) in LABELS {

@@ -499,14 +499,13 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
             let practice = admin::practice(store, practice.as_deref())
                 .await
                 .map_err(fail)?;
-            admin::demo_allowed(store, &practice.id)
-                .await
-                .map_err(fail)?;
-            say!(
-                "making {patients} demo patients in practice {:?}…",
-                practice.name
-            );
-            let summary = admin::demo(store, &practice.id, patients)
+            let starting = || {
+                say!(
+                    "making {patients} demo patients in practice {:?}…",
+                    practice.name
+                )
+            };
+            let summary = admin::demo(store, &practice.id, patients, starting)
                 .await
                 .map_err(fail)?;
             say!(

@@ -177,13 +177,15 @@ fn covers(principal: &Principal) -> impl Fn(&str) -> bool + Sync + '_ {
     |role| staff::covers_role(&principal.permissions, role)
 }
 
-/// FORBIDDEN, naming `settings`, when a caller without it asks to revoke a user's API tokens:
+/// Whether a disable or a reset also revokes the user's API tokens (`revokeApiTokens`, false
+/// when omitted or null); FORBIDDEN, naming `settings`, when a caller without it asks to:
 /// tokens are the settings' business, and `users:write` alone does not reach them.
-fn may_revoke_tokens(principal: &Principal, revoke_api_tokens: bool) -> Result<()> {
-    if revoke_api_tokens && !principal.permissions.allows_settings() {
+fn revokes_tokens(principal: &Principal, revoke_api_tokens: Option<bool>) -> Result<bool> {
+    let revoke = revoke_api_tokens.unwrap_or(false);
+    if revoke && !principal.permissions.allows_settings() {
         return Err(forbidden("settings", &[]));
     }
-    Ok(())
+    Ok(revoke)
 }
 
 /// A staff change's outcome as a payload: a refusal in `error`, a mistake in the input or a
@@ -358,8 +360,7 @@ impl StaffMutations {
         revoke_api_tokens: Option<bool>,
     ) -> Result<Option<UserResponsePayload>> {
         let principal = authorize(ctx, OperationKind::Mutation)?;
-        let revoke_api_tokens = revoke_api_tokens.unwrap_or(false);
-        may_revoke_tokens(principal, revoke_api_tokens)?;
+        let revoke_api_tokens = revokes_tokens(principal, revoke_api_tokens)?;
         let changed = writer(ctx, principal)
             .disable_user(
                 &id,
@@ -402,8 +403,7 @@ impl StaffMutations {
         revoke_api_tokens: Option<bool>,
     ) -> Result<Option<UserResponsePayload>> {
         let principal = authorize(ctx, OperationKind::Mutation)?;
-        let revoke_api_tokens = revoke_api_tokens.unwrap_or(false);
-        may_revoke_tokens(principal, revoke_api_tokens)?;
+        let revoke_api_tokens = revokes_tokens(principal, revoke_api_tokens)?;
         let outcome = staff::reset_password(
             writer(ctx, principal),
             &id,

@@ -146,15 +146,14 @@ impl PracticeStore<'_> {
                 .bind(credential)
                 .fetch_optional(&mut *tx)
                 .await?;
-            match maker {
-                Some(maker) if maker.revoked_at.is_none() && maker.is_user_token() => {
-                    token.created_by_user_id = maker.user_id;
-                }
-                Some(maker) if maker.revoked_at.is_none() => {
-                    token.created_by_user_id = maker.created_by_user_id;
-                    token.created_by_token_id = Some(maker.id);
-                }
-                _ => return Ok(Err(Refusal::MakerRevoked.into())),
+            let Some(maker) = maker.filter(|maker| maker.revoked_at.is_none()) else {
+                return Ok(Err(Refusal::MakerRevoked.into()));
+            };
+            if maker.is_user_token() {
+                token.created_by_user_id = maker.user_id;
+            } else {
+                token.created_by_user_id = maker.created_by_user_id;
+                token.created_by_token_id = Some(maker.id);
             }
         }
         sqlx::query(

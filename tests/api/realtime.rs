@@ -1684,6 +1684,18 @@ async fn a_token_holds_a_bounded_number_of_connections(#[case] engine: Engine) {
 // ----------------------------------------------------------------------------------------
 // 8. A token that stops working
 
+/// A websocket with `token` following the events, from a first patient on, once the next
+/// one's event has come through it: what a test of its close cuts.
+async fn following(app: &TestApp, token: &str) -> Ws {
+    app.patient("Seed", "Zero").await;
+    let start = settled(app, &app.admin_token, None, 1).await;
+    let mut ws = Ws::connect(app, token).await;
+    ws.follow("s", json!({ "after": id_of(&start[0]) })).await;
+    let ann = app.patient("Ann", "Lee").await;
+    assert_eq!(what(&ws.event().await), created(&ann));
+    ws
+}
+
 // Revoked: the close is 4403, with no event after the revocation and no `complete` before it
 // (a client told `complete` would think the subscription ended by itself).
 #[rstest]
@@ -1693,12 +1705,7 @@ async fn a_token_holds_a_bounded_number_of_connections(#[case] engine: Engine) {
 async fn revoking_the_token_closes_its_subscription_with_4403(#[case] engine: Engine) {
     let app = spawn!(engine);
     let (token_id, token) = api_token(&app, &["patients:read"], None).await;
-    app.patient("Seed", "Zero").await;
-    let start = settled(&app, &app.admin_token, None, 1).await;
-    let mut ws = Ws::connect(&app, &token).await;
-    ws.follow("s", json!({ "after": id_of(&start[0]) })).await;
-    let ann = app.patient("Ann", "Lee").await;
-    assert_eq!(what(&ws.event().await), created(&ann));
+    let mut ws = following(&app, &token).await;
 
     mutate(
         &app,
@@ -1740,12 +1747,7 @@ async fn a_users_tokens_revoked_with_them_close_their_subscriptions_with_4403(
         .as_str()
         .unwrap_or_else(|| panic!("{made}"))
         .to_string();
-    app.patient("Seed", "Zero").await;
-    let start = settled(&app, &app.admin_token, None, 1).await;
-    let mut ws = Ws::connect(&app, &token).await;
-    ws.follow("s", json!({ "after": id_of(&start[0]) })).await;
-    let ann = app.patient("Ann", "Lee").await;
-    assert_eq!(what(&ws.event().await), created(&ann));
+    let mut ws = following(&app, &token).await;
 
     mutate(
         &app,
@@ -1766,12 +1768,7 @@ async fn signing_out_closes_the_sessions_subscription_with_4403(#[case] engine: 
     let app = spawn!(engine);
     let email = app.user("practitioner", "pat@example.com").await;
     let session = app.sign_in(&email, PASSWORD).await;
-    app.patient("Seed", "Zero").await;
-    let start = settled(&app, &app.admin_token, None, 1).await;
-    let mut ws = Ws::connect(&app, &session).await;
-    ws.follow("s", json!({ "after": id_of(&start[0]) })).await;
-    let ann = app.patient("Ann", "Lee").await;
-    assert_eq!(what(&ws.event().await), created(&ann));
+    let mut ws = following(&app, &session).await;
 
     let out = app
         .gql(Some(&session), "mutation { signOut }", json!({}))
@@ -2130,12 +2127,7 @@ async fn an_expiring_token_closes_its_subscription_with_4403(#[case] engine: Eng
     let expires = chrono::Utc::now() + chrono::Duration::seconds(2);
     let expires_at = expires.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     let (_, token) = api_token(&app, &["patients:read"], Some(expires_at)).await;
-    app.patient("Seed", "Zero").await;
-    let start = settled(&app, &app.admin_token, None, 1).await;
-    let mut ws = Ws::connect(&app, &token).await;
-    ws.follow("s", json!({ "after": id_of(&start[0]) })).await;
-    let ann = app.patient("Ann", "Lee").await;
-    assert_eq!(what(&ws.event().await), created(&ann));
+    let mut ws = following(&app, &token).await;
 
     // Closed once it expires, with nothing in between.
     ws.cut_off().await;
