@@ -1,5 +1,7 @@
 //! API tokens and sign-in tokens. Only a SHA-256 hash of each secret is stored.
 
+use std::sync::LazyLock;
+
 use sqlx::FromRow;
 
 use super::audit::Event;
@@ -186,19 +188,22 @@ impl PracticeStore<'_> {
     /// The token whose secret hashes to `secret_hash`, revoked and expired ones included: the
     /// caller decides.
     pub async fn find_token_by_secret(&self, secret_hash: &str) -> StoreResult<Option<TokenGrant>> {
-        Ok(sqlx::query_as(
-            "SELECT t.id, t.kind, t.name, t.permissions, t.user_id, t.created_at, t.last_used_at, \
-             t.expires_at, t.revoked_at, t.created_by_user_id, t.created_by_token_id, \
-             u.role AS user_role, \
-             u.first_name || ' ' || u.last_name AS user_name, u.disabled_at AS user_disabled_at, \
-             u.access_groups AS user_access_groups \
-             FROM tokens t LEFT JOIN users u ON u.practice_id = t.practice_id AND u.id = t.user_id \
-             WHERE t.practice_id = $1 AND t.secret_hash = $2",
-        )
-        .bind(self.practice_id)
-        .bind(secret_hash)
-        .fetch_optional(self.read())
-        .await?)
+        // The token's columns are the one list every read of a token takes.
+        static SQL: LazyLock<String> = LazyLock::new(|| {
+            format!(
+                "SELECT t.*, u.role AS user_role, \
+                 u.first_name || ' ' || u.last_name AS user_name, \
+                 u.disabled_at AS user_disabled_at, u.access_groups AS user_access_groups \
+                 FROM (SELECT practice_id, {TOKEN_COLUMNS} FROM tokens \
+                 WHERE practice_id = $1 AND secret_hash = $2) AS t \
+                 LEFT JOIN users u ON u.practice_id = t.practice_id AND u.id = t.user_id"
+            )
+        });
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(SQL.as_str()))
+            .bind(self.practice_id)
+            .bind(secret_hash)
+            .fetch_optional(self.read())
+            .await?)
     }
 
     /// The practice's API tokens, as many as it may have live (sign-in tokens are not
