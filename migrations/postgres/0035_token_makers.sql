@@ -6,7 +6,9 @@
 -- revoke the user's API tokens through it when asked.
 ALTER TABLE tokens ADD COLUMN created_by_user_id TEXT;
 ALTER TABLE tokens ADD COLUMN created_by_token_id TEXT;
-CREATE INDEX tokens_by_maker ON tokens (practice_id, created_by_user_id);
+-- Only the tokens with a maker: sign-in tokens, most of the table, add nothing to it.
+CREATE INDEX tokens_by_maker ON tokens (practice_id, created_by_user_id)
+    WHERE created_by_user_id IS NOT NULL;
 -- Tokens made before: their maker as the audit log recorded it (createApiToken's row, written
 -- in the token's own transaction), in one pass over the log's rows of no patient.
 UPDATE tokens SET
