@@ -732,22 +732,22 @@ async fn floors_and_token_makers_are_carried_over(#[case] engine: Engine) {
         .map(|t| (t.id, t.created_by_user_id, t.created_by_token_id))
         .collect();
     makers.sort();
-    let at = |user: Option<&str>, token: Option<&str>| {
-        (user.map(str::to_string), token.map(str::to_string))
+    let made = |id: &str, user: Option<&str>, token: Option<&str>| {
+        (
+            id.to_string(),
+            user.map(str::to_string),
+            token.map(str::to_string),
+        )
     };
-    let expected = [
-        ("A", at(Some("ada"), None)),
-        ("B", at(Some("ada"), Some("A"))),
-        ("C", at(Some("ada"), Some("B"))),
-        ("D", at(None, None)),
-        ("E", at(None, Some("D"))),
-    ];
     assert_eq!(
         makers,
-        expected
-            .iter()
-            .map(|(id, (user, token))| (id.to_string(), user.clone(), token.clone()))
-            .collect::<Vec<_>>()
+        [
+            made("A", Some("ada"), None),
+            made("B", Some("ada"), Some("A")),
+            made("C", Some("ada"), Some("B")),
+            made("D", None, None),
+            made("E", None, Some("D")),
+        ]
     );
     store.close().await;
 }
