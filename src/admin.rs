@@ -84,6 +84,12 @@ fn say(refusal: &Refusal) -> String {
             format!("another webhook subscription sends {event_type} to {url}")
         }
         Refusal::DeliveryPending => "the delivery is pending already".into(),
+        Refusal::TypeNotSent(event_type) => {
+            format!("the subscription no longer sends {event_type}")
+        }
+        Refusal::SecretsSigning { .. } => {
+            "the subscription's old secrets that may sign at once still do".into()
+        }
         Refusal::LastAdmin => "that is the practice's last enabled admin".into(),
         Refusal::RoleAboveCaller(role) => format!("the role {role} is above the caller's"),
         Refusal::OwnAccount => "a staff user cannot disable their own account".into(),

@@ -63,3 +63,7 @@ pub const MAX_NUMBERS_PER_PATIENT: usize = 50;
 pub const MAX_ATTRIBUTES_PER_PATIENT: usize = 50;
 pub const MAX_RELATIONSHIPS_PER_PATIENT: usize = 20;
 pub const MAX_ACCESS_GROUPS_PER_PATIENT: usize = 20;
+
+/// Most old secrets of a webhook subscription that sign at once beside its current one: a
+/// rotation past it, within a day of the oldest, is refused rather than cut that one short.
+pub const MAX_OLD_SECRETS: usize = 5;

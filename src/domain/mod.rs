@@ -140,6 +140,12 @@ pub enum Refusal {
     },
     /// The delivery is waiting for its next attempt already.
     DeliveryPending,
+    /// The delivery's subscription no longer sends its event type (this one).
+    TypeNotSent(String),
+    /// As many old secrets as may sign at once still do: the oldest until then (ms).
+    SecretsSigning {
+        until: i64,
+    },
     /// The change would leave the practice without an enabled admin.
     LastAdmin,
     /// The caller would grant (or act on) a role whose permissions it does not hold itself.

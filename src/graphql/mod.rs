@@ -81,6 +81,9 @@ pub struct ApiSettings {
     pub limits: pipeline::Limits,
     /// Webhooks may go to plain http and private addresses.
     pub webhook_allow_private: bool,
+    /// The retry schedule's first delay: how long after its event a delivery's first attempt
+    /// is due.
+    pub webhook_first_delay: Duration,
     /// Events a subscription may fall behind the live ones before it catches up from the log.
     pub subscriber_lag: usize,
 }

@@ -90,11 +90,15 @@ fn reserved(name: &str) -> bool {
             "te",
             "upgrade",
             "expect",
+            "keep-alive",
+            "proxy-connection",
+            "trailer",
         ]
         .contains(&name.as_str())
 }
 
-/// Checks headers and writes them as stored.
+/// Checks headers and writes them as stored. A name given twice (in any case) is refused:
+/// sent twice, most fields are a malformed request the receiver may refuse every time.
 fn headers(list: Vec<WebhookHeaderInput>) -> Result<String> {
     if list.len() > MAX_HEADERS {
         return Err(bad_input(format!(
@@ -114,6 +118,12 @@ fn headers(list: Vec<WebhookHeaderInput>) -> Result<String> {
             return Err(bad_input(format!(
                 "header name {key:?} must be 1 to {MAX_HEADER_NAME} letters, digits or - _ ."
             )));
+        }
+        if out
+            .iter()
+            .any(|h: &Header| h.key.eq_ignore_ascii_case(&key))
+        {
+            return Err(bad_input(format!("header {key:?} is given twice")));
         }
         if reserved(&key) {
             return Err(bad_input(format!(
@@ -294,7 +304,8 @@ impl WebhookMutations {
 
     /// Changes a webhook subscription; what the input omits stays. Setting deliveryPaused to
     /// false resumes delivery, and what waited is sent (what waited longer than the events are
-    /// kept was given up). Needs `webhooks:write`, and the read
+    /// kept was given up). New eventTypes drop the deliveries waiting of the types left out,
+    /// as deleteWebhook drops all of them. Needs `webhooks:write`, and the read
     /// permission of each event type's resource the subscription sends after the change, as
     /// createWebhook does.
     async fn update_webhook(
@@ -346,7 +357,9 @@ impl WebhookMutations {
 
     /// Gives a subscription a new signing secret. For 24 hours deliveries are signed with both
     /// the new and the old one (two signatures in `webhook-signature`), so that the receiver
-    /// can switch without losing a delivery. Needs `webhooks:write`.
+    /// can switch without losing a delivery; rotated again within those hours, each old secret
+    /// goes on signing for its own 24 hours (one more signature each). Refused while 5 old
+    /// secrets still sign. Needs `webhooks:write`.
     async fn rotate_webhook_secret(
         &self,
         ctx: &Context<'_>,
@@ -362,14 +375,22 @@ impl WebhookMutations {
     }
 
     /// Sends a delivery again, now, whatever became of it (delivered, failed or paused), with
-    /// a fresh schedule of attempts. Refused while it is pending, or when its subscription is
-    /// deleted. Needs `webhooks:write`.
+    /// a fresh schedule of attempts. Refused while it is pending, when its subscription is
+    /// deleted, or when its subscription no longer sends its event type. Needs
+    /// `webhooks:write`, and the read permission of the event type's resource, as
+    /// createWebhook does: it goes to whatever URL the subscription has now.
     async fn redeliver_webhook(
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "The delivery's id (WebhookDelivery.id).")] delivery_id: ID,
     ) -> Result<Option<WebhookDeliveryPayload>> {
         let practice = authorize_write(ctx)?;
+        if let Some(found) = practice.find_delivery(&delivery_id).await.or_fail()? {
+            every_type_readable(
+                authorize(ctx, OperationKind::Mutation)?,
+                std::slice::from_ref(&found.event_type),
+            )?;
+        }
         let change = practice.redeliver(&delivery_id).await.or_fail()?;
         let change = match change {
             Ok(delivery) => Ok(with_attempts(&practice, vec![delivery])

@@ -73,6 +73,12 @@ impl AppState {
             user_token_ttl: config.user_token_ttl,
             limits: config.limits(),
             webhook_allow_private: config.webhook_allow_private,
+            webhook_first_delay: config
+                .webhook_retry_schedule
+                .0
+                .first()
+                .copied()
+                .unwrap_or_default(),
             subscriber_lag: config.max_subscriber_lag,
         };
         let rates = Rates {

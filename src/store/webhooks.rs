@@ -9,11 +9,11 @@ use sqlx::FromRow;
 
 use super::audit::Event;
 use super::{Change, Page, PageRequest, PracticeStore, Store, StoreResult, new_id, now_ms};
-use crate::domain::limits::MAX_ATTEMPTS_LISTED;
+use crate::domain::limits::{MAX_ATTEMPTS_LISTED, MAX_OLD_SECRETS};
 use crate::domain::{Bound, Record, Refusal};
 
-const SUBSCRIPTION_COLUMNS: &str = "id, url, label, headers, secret, previous_secret, \
-     previous_secret_until, delivery_paused, failing_since, deleted_at, created_at, updated_at";
+const SUBSCRIPTION_COLUMNS: &str = "id, url, label, headers, secret, old_secrets, held_until, \
+     delivery_paused, failing_since, deleted_at, created_at, updated_at";
 
 /// What a sweep of deliveries deleted ([`Store::forget_deliveries`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -34,8 +34,10 @@ pub struct Subscription {
     /// JSON: `[{"key", "value"}]`.
     pub headers: String,
     pub secret: String,
-    pub previous_secret: Option<String>,
-    pub previous_secret_until: Option<i64>,
+    /// JSON: the old secrets ([`OldSecret`]) that may still sign.
+    pub old_secrets: String,
+    /// Until when the receiver asked (`Retry-After`) to be sent nothing.
+    pub held_until: Option<i64>,
     pub delivery_paused: i64,
     pub failing_since: Option<i64>,
     pub deleted_at: Option<i64>,
@@ -66,6 +68,20 @@ pub struct WebhookFields {
 pub struct Header {
     pub key: String,
     pub value: String,
+}
+
+/// A secret a subscription had, which signs beside its current one until `until`.
+#[derive(Clone, Debug, serde::Deserialize, serde::Serialize)]
+pub struct OldSecret {
+    pub secret: String,
+    pub until: i64,
+}
+
+/// The old secrets of `json` ([`Subscription::old_secrets`]) that still sign at `now`.
+pub fn old_secrets_at(json: &str, now: i64) -> Vec<OldSecret> {
+    let mut old: Vec<OldSecret> = serde_json::from_str(json).unwrap_or_default();
+    old.retain(|s| s.until > now);
+    old
 }
 
 /// A delivery of one event to one subscription, with its latest attempt.
@@ -112,8 +128,12 @@ pub struct Claimed {
     pub url: String,
     pub headers: String,
     pub secret: String,
-    pub previous_secret: Option<String>,
-    pub previous_secret_until: Option<i64>,
+    /// JSON: its subscription's old secrets ([`OldSecret`]).
+    pub old_secrets: String,
+    /// Until when this instance holds it: the claim's own mark. Another instance that took
+    /// it over (this one stalled past its lease) set another, and a change that dropped it
+    /// took the row: either way this attempt's end is not recorded ([`Store::finish_attempt`]).
+    pub lease_until: i64,
 }
 
 /// What became of an attempt.
@@ -127,6 +147,9 @@ pub struct Outcome {
     pub retry_at: Option<i64>,
     /// The receiver answered 410 Gone: pause its subscription.
     pub gone: bool,
+    /// The receiver asked (`Retry-After`) to be sent nothing until then: every delivery of
+    /// its subscription waits.
+    pub hold_until: Option<i64>,
 }
 
 /// When a pending delivery is due: its next attempt's time, and for the first attempt the
@@ -166,6 +189,17 @@ fn subscription_is(condition: &str) -> String {
 /// began before a pause or a delete of its subscription may commit its delivery as `pending`
 /// after them, where neither could see it.)
 const LIVE: &str = "s.deleted_at IS NULL AND s.delivery_paused = 0";
+
+/// What subscription `s` is while its receiver has not asked (`Retry-After`) to wait: `$1`
+/// is now.
+const NOT_HELD: &str = "(s.held_until IS NULL OR s.held_until <= $1)";
+
+/// The condition that delivery `d`'s event type is one its subscription sends now: a change
+/// of the types drops the deliveries of those it no longer sends that wait (see
+/// `update_webhook`), and a write that began before it may commit one behind it.
+const TYPE_SENT: &str = "EXISTS (SELECT 1 FROM webhook_event_types t \
+     WHERE t.practice_id = d.practice_id AND t.subscription_id = d.subscription_id \
+     AND t.event_type = d.event_type)";
 
 /// Marks a paused subscription's deliveries that wait to go out (`pending`) as paused, with
 /// no time to go: they go out when delivery resumes. One being sent at `now` (its lease not
@@ -380,6 +414,19 @@ impl PracticeStore<'_> {
         .await?;
         if fields.event_types.is_some() {
             self.set_webhook_types(&mut tx, id, &types).await?;
+            // What waits of the types it no longer sends goes, as a delete drops what waits:
+            // sent on, it would go to whatever URL the subscription has, though the caller was
+            // asked only for the types it sends now. One being sent ends with its attempt.
+            let sql = format!(
+                "DELETE FROM webhook_deliveries AS d WHERE d.practice_id = $1 \
+                 AND d.subscription_id = $2 AND d.status IN ('pending', 'paused') \
+                 AND NOT {TYPE_SENT}"
+            );
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(self.practice_id)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
         }
         if current.delivery_paused == 0 && paused != 0 {
             // Paused by hand: what was to go out waits, retries included, as a pause by the
@@ -431,34 +478,58 @@ impl PracticeStore<'_> {
         self.webhook_as_changed(id).await
     }
 
-    /// Gives a subscription a new secret; the old one goes on signing until `old_until`.
+    /// Gives a subscription a new secret; the one it had goes on signing until `old_until`,
+    /// beside the old ones that still sign. Refused when [`MAX_OLD_SECRETS`] still do.
     pub async fn rotate_webhook_secret(
         &self,
         id: &str,
         secret: &str,
         old_until: i64,
     ) -> StoreResult<Change<Webhook>> {
+        let now = now_ms();
         let mut tx = self.begin_write().await?;
-        let rotated = sqlx::query(
-            "UPDATE webhook_subscriptions SET previous_secret = secret, \
-             previous_secret_until = $4, secret = $3, updated_at = $5 \
-             WHERE practice_id = $1 AND id = $2 AND deleted_at IS NULL",
+        // The row, held until the commit: two rotations at once each keep the other's secret.
+        let found: Option<(String, String, Option<i64>)> = sqlx::query_as(
+            "UPDATE webhook_subscriptions SET updated_at = updated_at \
+             WHERE practice_id = $1 AND id = $2 RETURNING secret, old_secrets, deleted_at",
         )
         .bind(self.practice_id)
         .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let (current, old, deleted_at) = match found {
+            None => {
+                return Ok(Err(
+                    Refusal::NotFound(Record::Webhook, id.to_string()).into()
+                ));
+            }
+            Some(row) => row,
+        };
+        if deleted_at.is_some() {
+            return Ok(Err(Refusal::WebhookDeleted.into()));
+        }
+        let mut old = old_secrets_at(&old, now);
+        if old.len() >= MAX_OLD_SECRETS {
+            let until = old.iter().map(|s| s.until).min().unwrap_or(now);
+            return Ok(Err(Refusal::SecretsSigning { until }.into()));
+        }
+        old.push(OldSecret {
+            secret: current,
+            until: old_until,
+        });
+        // Strings and numbers only: serialising them cannot fail.
+        let old = serde_json::to_string(&old).unwrap_or_else(|_| "[]".into());
+        sqlx::query(
+            "UPDATE webhook_subscriptions SET old_secrets = $3, secret = $4, updated_at = $5 \
+             WHERE practice_id = $1 AND id = $2",
+        )
+        .bind(self.practice_id)
+        .bind(id)
+        .bind(old)
         .bind(secret)
-        .bind(old_until)
-        .bind(now_ms())
+        .bind(now)
         .execute(&mut *tx)
         .await?;
-        if rotated.rows_affected() == 0 {
-            drop(tx);
-            return Ok(Err(match self.find_webhook(id).await? {
-                None => Refusal::NotFound(Record::Webhook, id.to_string()),
-                Some(_) => Refusal::WebhookDeleted,
-            }
-            .into()));
-        }
         self.commit(tx, Event::of("rotate_secret", "webhook", id))
             .await?;
         self.webhook_as_changed(id).await
@@ -502,21 +573,35 @@ impl PracticeStore<'_> {
         Ok(out)
     }
 
+    /// The practice's webhook delivery with this id.
+    pub async fn find_delivery(&self, id: &str) -> StoreResult<Option<Delivery>> {
+        let sql = format!(
+            "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE practice_id = $1 AND id = $2"
+        );
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .bind(id)
+            .fetch_optional(self.read())
+            .await?)
+    }
+
     /// Sends a delivery again, now, whatever became of it, with a fresh schedule of retries;
     /// while its subscription is paused it waits with the rest (`paused`) and goes out when
-    /// delivery resumes. Refused while it is pending (due, or being sent: a pause leaves one being sent pending), or when its subscription is deleted.
+    /// delivery resumes. Refused while it is pending (due, or being sent: a pause leaves one
+    /// being sent pending), when its subscription is deleted, or when its subscription no
+    /// longer sends its event type.
     pub async fn redeliver(&self, id: &str) -> StoreResult<Change<Delivery>> {
         let mut tx = self.begin_write().await?;
         let paused = "(SELECT s.delivery_paused FROM webhook_subscriptions s \
-                      WHERE s.practice_id = $1 AND s.id = subscription_id) <> 0";
+                      WHERE s.practice_id = $1 AND s.id = d.subscription_id) <> 0";
         let sql = format!(
-            "UPDATE webhook_deliveries SET \
+            "UPDATE webhook_deliveries AS d SET \
              status = CASE WHEN {paused} THEN 'paused' ELSE 'pending' END, \
              next_attempt_at = CASE WHEN {paused} THEN NULL ELSE $3 END, \
              lease_until = NULL, schedule_from = attempts \
-             WHERE practice_id = $1 AND id = $2 AND status <> 'pending' \
-             AND subscription_id IN (SELECT id FROM webhook_subscriptions \
-             WHERE practice_id = $1 AND deleted_at IS NULL) RETURNING {DELIVERY_COLUMNS}"
+             WHERE d.practice_id = $1 AND d.id = $2 AND d.status <> 'pending' \
+             AND {} AND {TYPE_SENT} RETURNING {DELIVERY_COLUMNS}",
+            subscription_is("s.deleted_at IS NULL")
         );
         let updated: Option<Delivery> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(self.practice_id)
@@ -526,15 +611,23 @@ impl PracticeStore<'_> {
             .await?;
         let Some(delivery) = updated else {
             drop(tx);
-            let exists: Option<(String,)> = sqlx::query_as(
-                "SELECT status FROM webhook_deliveries WHERE practice_id = $1 AND id = $2",
-            )
-            .bind(self.practice_id)
-            .bind(id)
-            .fetch_optional(self.read())
-            .await?;
-            return Ok(Err(match exists {
+            // Why not, as it stands now.
+            let sql = format!(
+                "SELECT d.status, d.event_type, CASE WHEN {} THEN 1 ELSE 0 END, \
+                 CASE WHEN {TYPE_SENT} THEN 1 ELSE 0 END FROM webhook_deliveries d \
+                 WHERE d.practice_id = $1 AND d.id = $2",
+                subscription_is("s.deleted_at IS NOT NULL")
+            );
+            let found: Option<(String, String, i64, i64)> =
+                sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                    .bind(self.practice_id)
+                    .bind(id)
+                    .fetch_optional(self.read())
+                    .await?;
+            return Ok(Err(match found {
                 None => Refusal::NotFound(Record::WebhookDelivery, id.to_string()),
+                Some((_, _, 1, _)) => Refusal::WebhookDeleted,
+                Some((_, event_type, _, 0)) => Refusal::TypeNotSent(event_type),
                 Some(_) => Refusal::DeliveryPending,
             }
             .into()));
@@ -632,12 +725,12 @@ impl Store {
              COALESCE((SELECT f.n FROM flying f WHERE f.practice_id = d.practice_id \
              AND f.subscription_id = d.subscription_id), 0) FROM webhook_deliveries d \
              WHERE d.status = 'pending' AND {} <= $1 \
-             AND (d.lease_until IS NULL OR d.lease_until < $1) AND {} AND {} \
+             AND (d.lease_until IS NULL OR d.lease_until < $1) AND {} AND {} AND {TYPE_SENT} \
              ORDER BY d.next_attempt_at LIMIT $2{}",
             in_flight("$1"),
             due("$3"),
             below_bound("$4"),
-            subscription_is(LIVE),
+            subscription_is(&format!("{LIVE} AND {NOT_HELD}")),
             self.engine.skip_locked()
         );
         let candidates: Vec<(String, String, String, i64)> =
@@ -676,7 +769,7 @@ impl Store {
             let row: Option<Claimed> = sqlx::query_as(
                 "SELECT d.practice_id, d.id, d.subscription_id, d.event_id, d.event_type, \
                  d.identifiers, d.attempts, d.schedule_from, s.url, s.headers, s.secret, \
-                 s.previous_secret, s.previous_secret_until FROM webhook_deliveries d \
+                 s.old_secrets, d.lease_until FROM webhook_deliveries d \
                  JOIN webhook_subscriptions s ON s.practice_id = d.practice_id \
                  AND s.id = d.subscription_id WHERE d.practice_id = $1 AND d.id = $2",
             )
@@ -718,18 +811,6 @@ impl Store {
         .bind(now)
         .fetch_optional(&mut *tx)
         .await?;
-        sqlx::query(
-            "INSERT INTO webhook_attempts (practice_id, delivery_id, attempt, at, \
-             response_status, error) VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(&delivery.practice_id)
-        .bind(&delivery.id)
-        .bind(attempt)
-        .bind(now)
-        .bind(outcome.response_status.map(i64::from))
-        .bind(&outcome.error)
-        .execute(&mut *tx)
-        .await?;
         let failing_for = failing_since
             .and_then(|(since, _)| since)
             .map_or(0, |since| now - since);
@@ -743,10 +824,13 @@ impl Store {
             (false, false, Some(_)) => "pending",
             (false, false, None) => "failed",
         };
-        sqlx::query(
+        // Only while the claim is this attempt's: one that another instance took over (this
+        // one stalled past its lease, or the clocks differ by more than it), or that a change
+        // of the subscription's types dropped, is not this attempt's to record.
+        let held = sqlx::query(
             "UPDATE webhook_deliveries SET status = $3, attempts = $4, next_attempt_at = $5, \
              lease_until = NULL, last_status = $6, last_error = $7, last_attempt_at = $8 \
-             WHERE practice_id = $1 AND id = $2",
+             WHERE practice_id = $1 AND id = $2 AND status = 'pending' AND lease_until = $9",
         )
         .bind(&delivery.practice_id)
         .bind(&delivery.id)
@@ -760,8 +844,40 @@ impl Store {
         .bind(outcome.response_status.map(i64::from))
         .bind(&outcome.error)
         .bind(now)
+        .bind(delivery.lease_until)
         .execute(&mut *tx)
         .await?;
+        if held.rows_affected() == 0 {
+            tracing::info!(
+                delivery = %delivery.id,
+                "a webhook attempt ended after its claim was taken over or dropped: not recorded"
+            );
+            return Ok(());
+        }
+        sqlx::query(
+            "INSERT INTO webhook_attempts (practice_id, delivery_id, attempt, at, \
+             response_status, error) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(&delivery.practice_id)
+        .bind(&delivery.id)
+        .bind(attempt)
+        .bind(now)
+        .bind(outcome.response_status.map(i64::from))
+        .bind(&outcome.error)
+        .execute(&mut *tx)
+        .await?;
+        if let Some(until) = outcome.hold_until {
+            // Every delivery of the subscription waits, not only this one.
+            sqlx::query(
+                "UPDATE webhook_subscriptions SET held_until = $3 WHERE practice_id = $1 \
+                 AND id = $2 AND (held_until IS NULL OR held_until < $3)",
+            )
+            .bind(&delivery.practice_id)
+            .bind(&delivery.subscription_id)
+            .bind(until)
+            .execute(&mut *tx)
+            .await?;
+        }
         if pause {
             sqlx::query(
                 "UPDATE webhook_subscriptions SET delivery_paused = 1, updated_at = $3 \
@@ -802,7 +918,7 @@ impl Store {
              LIMIT $2) aged \
              UNION ALL SELECT practice_id, id, status, 'orphaned' FROM (SELECT d.practice_id, \
              d.id, d.status FROM webhook_deliveries d WHERE d.status IN ('pending', 'paused') \
-             AND {} LIMIT $2) orphaned",
+             AND ({} OR NOT {TYPE_SENT}) LIMIT $2) orphaned",
             subscription_is("s.delivery_paused <> 0 AND s.updated_at < $1"),
             subscription_is("s.deleted_at IS NOT NULL")
         );
@@ -850,17 +966,23 @@ impl Store {
     ) -> StoreResult<Option<i64>> {
         let due = due("$1");
         // A subscription with as many in flight as it may have waits for one of them to end
-        // (which wakes the worker), not for its next delivery's time.
+        // (which wakes the worker), not for its next delivery's time; one whose receiver asked
+        // to wait, until it said.
         // Only what a claim would take: a delivery a write left pending behind a pause or a
-        // delete of its subscription waits for nothing, and must not wake the worker again and
-        // again for a claim that passes it over.
+        // delete of its subscription, or a change of its types, waits for nothing, and must
+        // not wake the worker again and again for a claim that passes it over.
+        let at = format!(
+            "CASE WHEN d.lease_until IS NOT NULL AND d.lease_until > {due} THEN d.lease_until \
+             ELSE {due} END"
+        );
         let sql = format!(
-            "WITH {} SELECT MIN(CASE WHEN lease_until IS NOT NULL \
-             AND lease_until > {due} THEN lease_until ELSE {due} END) \
-             FROM webhook_deliveries d WHERE status = 'pending' AND {} AND {}",
+            "WITH {} SELECT MIN(CASE WHEN s.held_until IS NOT NULL AND s.held_until > {at} \
+             THEN s.held_until ELSE {at} END) FROM webhook_deliveries d \
+             JOIN webhook_subscriptions s ON s.practice_id = d.practice_id \
+             AND s.id = d.subscription_id \
+             WHERE d.status = 'pending' AND {} AND {LIVE} AND {TYPE_SENT}",
             in_flight("$2"),
             below_bound("$3"),
-            subscription_is(LIVE)
         );
         let next: Option<(Option<i64>,)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(first_delay)

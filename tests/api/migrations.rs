@@ -751,3 +751,53 @@ async fn floors_and_token_makers_are_carried_over(#[case] engine: Engine) {
     );
     store.close().await;
 }
+
+/// A subscription's old secret from before each kept its own (migration 0036) goes on
+/// signing until the time it had; one without stays without.
+#[rstest::rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn an_old_webhook_secret_is_carried_over(#[case] engine: Engine) {
+    let Some((db, pool)) = migrated_to(engine, 35).await else {
+        return;
+    };
+    let statements = [
+        "INSERT INTO practices (id, name, is_default, created_at) VALUES ('p1', 'Clinic', 1, 0)",
+        "INSERT INTO webhook_subscriptions (practice_id, id, url, label, headers, secret, \
+         previous_secret, previous_secret_until, created_at, updated_at) VALUES ('p1', 'w1', \
+         'https://example.com/a', 'a', '[]', 'whsec_new', 'whsec_old', 4102444800000, 0, 0)",
+        "INSERT INTO webhook_subscriptions (practice_id, id, url, label, headers, secret, \
+         created_at, updated_at) VALUES ('p1', 'w2', 'https://example.com/b', 'b', '[]', \
+         'whsec_only', 0, 0)",
+    ];
+    for sql in statements {
+        sqlx::query(sql).execute(&pool).await.expect(sql);
+    }
+    pool.close().await;
+
+    let store = Store::open(&db.url, &PoolSettings::default())
+        .await
+        .expect("upgrade");
+    let practice = store.practice("p1");
+    let old = |id: &'static str| {
+        let practice = &practice;
+        async move {
+            let found = practice
+                .find_webhook(id)
+                .await
+                .expect("read")
+                .expect("there");
+            practice_api::store::webhooks::old_secrets_at(&found.subscription.old_secrets, 0)
+                .into_iter()
+                .map(|s| (s.secret, s.until))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        old("w1").await,
+        [("whsec_old".to_string(), 4_102_444_800_000)]
+    );
+    assert_eq!(old("w2").await, []);
+    store.close().await;
+}

@@ -338,6 +338,33 @@ async fn retry_after_is_honoured(#[case] engine: Engine) {
         waited >= 1500,
         "Retry-After: {date} asked for about 3 s; it came after {waited} ms"
     );
+
+    // A Retry-After is the receiver's: every delivery of its subscription waits for it, not
+    // only the one it answered.
+    receiver.tell(json!({ "retryAfter": "2" })).await;
+    receiver.answer(&[429]).await;
+    app.label("Asked to wait").await;
+    let refused = receiver.expect().await;
+    assert_eq!(refused["status"], 429);
+    let hook_id = hook["id"].as_str().expect("id");
+    wait_for_attempt(&app, hook_id, 1).await;
+    app.label("Made meanwhile").await;
+    let mut types = Vec::new();
+    for _ in 0..2 {
+        let request = receiver.expect().await;
+        let waited = request["at"].as_i64().expect("at") - refused["at"].as_i64().expect("at");
+        assert!(
+            waited >= 1900,
+            "Retry-After: 2 held the subscription for 2 s; a delivery came after {waited} ms"
+        );
+        types.push(body(&request)["identifiers"]["labelId"].clone());
+    }
+    types.dedup();
+    assert_eq!(
+        types.len(),
+        2,
+        "the retry and the other delivery: {types:?}"
+    );
 }
 
 #[rstest]
@@ -953,6 +980,13 @@ async fn the_operations_keep_their_rules(#[case] engine: Engine) {
                 "headers": [{ "key": "webhook-signature", "value": "forged" }] }),
         json!({ "url": url, "eventTypes": ["label.created"], "label": "x",
                 "headers": [{ "key": "X-Evil", "value": "a\r\nInjected: yes" }] }),
+        // Sent twice, a field such as Authorization makes a request many receivers refuse.
+        json!({ "url": url, "eventTypes": ["label.created"], "label": "x",
+                "headers": [{ "key": "Authorization", "value": "Bearer a" },
+                            { "key": "authorization", "value": "Bearer b" }] }),
+        // The connection's own, which HTTP/2 would drop and HTTP/1.1 act on.
+        json!({ "url": url, "eventTypes": ["label.created"], "label": "x",
+                "headers": [{ "key": "Keep-Alive", "value": "timeout=5" }] }),
     ];
     for input in bad {
         let body = create(input.clone()).await;
@@ -1334,4 +1368,252 @@ async fn a_commit_is_delivered_even_if_the_server_is_killed_right_after(#[case] 
     assert_eq!(body(&request)["identifiers"]["labelId"], label_id);
     server.kill().expect("kill");
     let _ = server.wait();
+}
+
+/// Waits until the subscription's latest delivery has made this many attempts (its last one
+/// recorded).
+async fn wait_for_attempt(app: &TestApp, subscription: &str, attempt: i64) -> Value {
+    let started = Instant::now();
+    loop {
+        let list = deliveries(app, subscription).await;
+        if let Some(first) = list.first()
+            && first["attempt"] == attempt
+        {
+            return first.clone();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no delivery reached attempt {attempt}: {list:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A subscription's types narrowed drop what waits of the others: sent on, it would go to
+/// whatever URL the subscription has, though the caller that narrowed it was asked only for
+/// the types it keeps. Nor does a redelivery send an event its caller may not read, or one
+/// of a type the subscription no longer sends.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn what_a_subscription_no_longer_sends_is_not_sent(#[case] engine: Engine) {
+    let mut receiver = receiver!();
+    let app = spawn!(engine, config(&[0, 2000]));
+    let hook = subscribe(&app, &receiver.url, &["label.created", "patient.created"]).await;
+    let id = hook["id"].as_str().expect("id");
+    receiver
+        .secrets(&[hook["secret"].as_str().expect("secret")])
+        .await;
+    app.patient("Delivered", "Once").await;
+    assert_eq!(
+        body(&receiver.expect().await)["eventType"],
+        "patient.created"
+    );
+    let delivered = wait_for_status(&app, id, "delivered").await;
+    receiver.answer(&[500]).await;
+    app.patient("Waiting", "Retry").await;
+    assert_eq!(receiver.expect().await["status"], 500);
+    let waiting = wait_for_attempt(&app, id, 1).await;
+    assert_eq!(waiting["status"], "pending", "{waiting}");
+
+    // A caller that may read labels, not patients, keeps only label.created.
+    let labels_only = app
+        .token(&["webhooks:read", "webhooks:write", "labels:read"])
+        .await;
+    let narrowed = app
+        .gql(
+            Some(&labels_only),
+            "mutation($id: ID!) { updateWebhook(id: $id, input: { eventTypes: [\"label.created\"] }) { data { eventTypes } error } }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert_eq!(
+        narrowed["data"]["updateWebhook"]["data"]["eventTypes"],
+        json!(["label.created"]),
+        "{narrowed}"
+    );
+    let listed: Vec<Value> = deliveries(&app, id)
+        .await
+        .iter()
+        .map(|d| d["id"].clone())
+        .collect();
+    assert_eq!(
+        listed,
+        vec![delivered["id"].clone()],
+        "the retry waiting is dropped"
+    );
+
+    let redeliver = "mutation($d: ID!) { redeliverWebhook(deliveryId: $d) { data { id } error } }";
+    let refused = app
+        .gql(
+            Some(&labels_only),
+            redeliver,
+            json!({ "d": delivered["id"] }),
+        )
+        .await;
+    assert_eq!(error_code(&refused), "FORBIDDEN", "{refused}");
+    assert_eq!(
+        refused["errors"][0]["message"],
+        "Missing permission patients:read"
+    );
+    let refused = app.ok(redeliver, json!({ "d": delivered["id"] })).await;
+    assert_eq!(
+        refused["redeliverWebhook"],
+        json!({ "data": null, "error": "This delivery's subscription no longer sends patient.created: it cannot be sent again" })
+    );
+    // The retry was due 2 s after the failure: nothing comes, and label events still do.
+    receiver.expect_nothing(Duration::from_secs(3)).await;
+    app.label("Still sent").await;
+    assert_eq!(body(&receiver.expect().await)["eventType"], "label.created");
+    // A deleted subscription's delivery is refused as such, not as one still pending.
+    app.ok(
+        "mutation($id: ID!) { deleteWebhook(id: $id) { error } }",
+        json!({ "id": id }),
+    )
+    .await;
+    let sent = wait_for_status(&app, id, "delivered").await;
+    let refused = app.ok(redeliver, json!({ "d": sent["id"] })).await;
+    assert_eq!(
+        refused["redeliverWebhook"]["error"],
+        "This webhook subscription has been deleted and can no longer be changed"
+    );
+}
+
+/// Rotated again within a day, a subscription signs with every secret of that day: a
+/// receiver that has not yet taken the second rotation's secret goes on verifying with the
+/// one it has. Five old secrets at once at most: a sixth rotation is refused, not the oldest
+/// cut short.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn each_rotation_keeps_the_days_old_secrets_signing(#[case] engine: Engine) {
+    let mut receiver = receiver!();
+    let app = spawn!(engine, config(&[0]));
+    let hook = subscribe(&app, &receiver.url, &["label.created"]).await;
+    let rotate = "mutation($id: ID!) { rotateWebhookSecret(id: $id) { data { secret } error } }";
+    let mut secrets = vec![hook["secret"].as_str().expect("secret").to_string()];
+    for _ in 0..2 {
+        let rotated = app.ok(rotate, json!({ "id": hook["id"] })).await;
+        let secret = rotated["rotateWebhookSecret"]["data"]["secret"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{rotated}"));
+        secrets.push(secret.to_string());
+    }
+    let newest_first: Vec<&str> = secrets.iter().rev().map(String::as_str).collect();
+    receiver.secrets(&newest_first).await;
+    app.label("VIP").await;
+    let request = receiver.expect().await;
+    assert_eq!(request["verified"], json!([0, 1, 2]), "{request}");
+    let signatures = request["signature"].as_str().expect("signature");
+    assert_eq!(signatures.split(' ').count(), 3, "{signatures}");
+
+    for _ in 0..3 {
+        let rotated = app.ok(rotate, json!({ "id": hook["id"] })).await;
+        assert_eq!(
+            rotated["rotateWebhookSecret"]["error"],
+            Value::Null,
+            "{rotated}"
+        );
+    }
+    let refused = app.ok(rotate, json!({ "id": hook["id"] })).await;
+    let error = refused["rotateWebhookSecret"]["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a sixth old secret: {refused}"));
+    assert!(
+        error.starts_with("This subscription's secret was rotated 5 times within a day"),
+        "{error}"
+    );
+    app.label("Six").await;
+    let request = receiver.expect().await;
+    assert_eq!(
+        request["signature"]
+            .as_str()
+            .expect("signature")
+            .split(' ')
+            .count(),
+        6,
+        "the current secret and five old ones: {request}"
+    );
+}
+
+/// A delivery not yet attempted says when its first attempt is due: the schedule's first
+/// delay after its event.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_first_attempt_is_listed_when_it_is_due(#[case] engine: Engine) {
+    let app = spawn!(engine, config(&[60_000]));
+    let hook = subscribe(&app, "http://127.0.0.1:9/later", &["label.created"]).await;
+    let id = hook["id"].as_str().expect("id");
+    app.label("Later").await;
+    let listed = deliveries(&app, id).await;
+    let at = |field: &str| {
+        chrono::DateTime::parse_from_rfc3339(listed[0][field].as_str().expect(field))
+            .expect("a timestamp")
+            .timestamp_millis()
+    };
+    assert_eq!(listed[0]["attempt"], 0, "{listed:?}");
+    assert_eq!(at("nextAttemptAt") - at("at"), 60_000, "{listed:?}");
+}
+
+/// An attempt that ends after another instance took its delivery over (this one stalled past
+/// its lease) records nothing: the delivery is the other's, which records its own attempt.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn an_attempt_whose_claim_was_taken_over_records_nothing(#[case] engine: Engine) {
+    let app = spawn!(engine, config(&[0, 60_000]));
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("listen");
+    let silent_url = format!("http://{}/hooks", silent.local_addr().expect("address"));
+    let (connected, mut connections) = tokio::sync::mpsc::unbounded_channel();
+    let holding = tokio::spawn(async move {
+        while let Ok((connection, _)) = silent.accept().await {
+            let _ = connected.send(connection);
+        }
+    });
+    let hook = subscribe(&app, &silent_url, &["label.created"]).await;
+    let id = hook["id"].as_str().expect("id");
+    app.label("Stalled").await;
+    let held = tokio::time::timeout(Duration::from_secs(10), connections.recv())
+        .await
+        .expect("the attempt connects")
+        .expect("a connection");
+    // Another instance, a minute and a bit later by its clock, finds the lease run out.
+    let later = practice_api::store::now_ms() + 61_000;
+    let taken = app
+        .store
+        .claim_deliveries(later, later + 60_000, 8, 8, 0)
+        .await
+        .expect("claim");
+    assert_eq!(taken.len(), 1, "{taken:?}");
+    // The first attempt ends (its connection cut): not recorded.
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let listed = deliveries(&app, id).await;
+    assert_eq!(
+        (&listed[0]["status"], &listed[0]["attempt"]),
+        (&json!("pending"), &json!(0)),
+        "{listed:?}"
+    );
+    let delivered = practice_api::store::webhooks::Outcome {
+        response_status: Some(200),
+        error: None,
+        retry_at: None,
+        gone: false,
+        hold_until: None,
+    };
+    app.store
+        .finish_attempt(&taken[0], &delivered, 1_000_000)
+        .await
+        .expect("the attempt of the claim that holds it is recorded");
+    let listed = deliveries(&app, id).await;
+    assert_eq!(listed[0]["status"], "delivered", "{listed:?}");
+    assert_eq!(attempt_numbers(&listed[0]), vec![1]);
+    holding.abort();
 }

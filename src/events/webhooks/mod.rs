@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
 use super::hub::Hub;
-use crate::store::webhooks::{Claimed, Header, Outcome};
+use crate::store::webhooks::{Claimed, Header, Outcome, old_secrets_at};
 use crate::store::{Store, now_ms};
 
 /// Longest a receiver may take to answer.
@@ -251,6 +251,7 @@ async fn attempt(
                 error: None,
                 retry_at: None,
                 gone: false,
+                hold_until: None,
             };
         }
         Ok((410, _)) => (
@@ -267,19 +268,21 @@ async fn attempt(
         ),
         Err(error) => (None, Some(error), None, false),
     };
+    // A Retry-After is the receiver's, not this delivery's: every delivery of the
+    // subscription waits for it, each a little past it, so that they do not all come back at
+    // the same instant.
+    let hold = retry_after.map(|wait| later_by_up_to_a_tenth(wait.min(MAX_RETRY_AFTER)));
     let retry_at = if gone {
         None
     } else {
-        next.map(|delay| {
-            let delay = jitter(delay).max(retry_after.unwrap_or_default().min(MAX_RETRY_AFTER));
-            now_ms() + millis(delay)
-        })
+        next.map(|delay| now_ms() + millis(jitter(delay).max(hold.unwrap_or_default())))
     };
     Outcome {
         response_status,
         error,
         retry_at,
         gone,
+        hold_until: hold.map(|wait| now_ms() + millis(wait)),
     }
 }
 
@@ -303,13 +306,10 @@ async fn send(
     .to_string();
     let now = now_ms();
     let timestamp = now / 1000;
-    let mut secrets = vec![delivery.secret.as_str()];
-    if let (Some(previous), Some(until)) =
-        (&delivery.previous_secret, delivery.previous_secret_until)
-        && until > now
-    {
-        secrets.push(previous);
-    }
+    let old = old_secrets_at(&delivery.old_secrets, now);
+    let secrets: Vec<&str> = std::iter::once(delivery.secret.as_str())
+        .chain(old.iter().map(|old| old.secret.as_str()))
+        .collect();
     let signature = sign::signatures(&secrets, &delivery.id, timestamp, &body);
     let mut request = client
         .post(url)
@@ -378,6 +378,11 @@ fn jitter(delay: Duration) -> Duration {
     delay.mul_f64(factor)
 }
 
+/// A wait made up to a tenth longer, never shorter: what a receiver asked for, spread.
+fn later_by_up_to_a_tenth(wait: Duration) -> Duration {
+    wait.mul_f64(1.0 + rand::random::<f64>() * 0.1)
+}
+
 fn millis(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
@@ -418,6 +423,8 @@ mod tests {
         for _ in 0..100 {
             let d = jitter(Duration::from_secs(100));
             assert!(d >= Duration::from_secs(90) && d <= Duration::from_secs(110));
+            let d = later_by_up_to_a_tenth(Duration::from_secs(100));
+            assert!(d >= Duration::from_secs(100) && d <= Duration::from_secs(110));
         }
     }
 }

@@ -3,14 +3,14 @@
 //! rule of its own is a GraphQL error (BAD_USER_INPUT) instead.
 
 use async_graphql::{Context, Error, OutputType, Result, SimpleObject};
-use chrono::{TimeZone, Utc};
+use chrono::{SecondsFormat, TimeZone, Utc};
 
 use super::{
     Appointment, Booking, Label, Location, Patient, Practice, PracticeAccessGroups,
     PracticeLocation, PracticeNumbers, Product,
 };
 use crate::auth::{Access, Resource};
-use crate::domain::limits::{MAX_METADATA_KEY_CHARS, MAX_METADATA_VALUE_CHARS};
+use crate::domain::limits::{MAX_METADATA_KEY_CHARS, MAX_METADATA_VALUE_CHARS, MAX_OLD_SECRETS};
 use crate::domain::{Bound, Change, Denied, Invalid, PatientState, Record, Refusal};
 use crate::graphql::error::{bad_input, code, coded};
 
@@ -183,6 +183,21 @@ fn sentence(refusal: &Refusal) -> String {
             format!("Another webhook subscription already sends {event_type} to {url}")
         }
         Refusal::DeliveryPending => "This delivery is waiting for its next attempt already".into(),
+        Refusal::TypeNotSent(event_type) => format!(
+            "This delivery's subscription no longer sends {event_type}: it cannot be sent again"
+        ),
+        Refusal::SecretsSigning { until } => {
+            let until = Utc
+                .timestamp_millis_opt(*until)
+                .single()
+                .unwrap_or_default();
+            format!(
+                "This subscription's secret was rotated {MAX_OLD_SECRETS} times within a day, \
+                 and each old secret signs for 24 hours: rotate it again after {}, when the \
+                 oldest stops",
+                until.to_rfc3339_opts(SecondsFormat::Secs, true)
+            )
+        }
         Refusal::LastAdmin => {
             "This is the practice's last admin: make another admin before disabling or \
              demoting this one"

@@ -5,6 +5,7 @@ use async_graphql::{Context, ID, Object, SimpleObject};
 
 use super::page::PageInfo;
 use crate::auth::{Access, Resource};
+use crate::graphql::ApiSettings;
 use crate::graphql::access::principal;
 use crate::graphql::scalars::DateTime;
 use crate::store::webhooks as stored;
@@ -153,9 +154,17 @@ impl WebhookDelivery {
                 .unwrap_or(self.delivery.created_at),
         )
     }
-    /// When the next attempt is due, while it is pending.
-    async fn next_attempt_at(&self) -> Option<DateTime> {
-        DateTime::from_opt(self.delivery.next_attempt_at)
+    /// When the next attempt is due, while it is pending. A receiver's `Retry-After` holds
+    /// every delivery of its subscription until the time it asked for, past this one.
+    async fn next_attempt_at(&self, ctx: &Context<'_>) -> Option<DateTime> {
+        // A first attempt is due the retry schedule's first delay after its event.
+        let first_delay = match self.delivery.attempts {
+            0 => ctx.data::<ApiSettings>().map_or(0, |s| {
+                i64::try_from(s.webhook_first_delay.as_millis()).unwrap_or(0)
+            }),
+            _ => 0,
+        };
+        DateTime::from_opt(self.delivery.next_attempt_at.map(|at| at + first_delay))
     }
     /// Its newest 20 attempts, oldest first (`attempt` numbers them all).
     async fn attempts(&self) -> Vec<WebhookAttempt> {
