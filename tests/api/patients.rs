@@ -772,3 +772,27 @@ async fn one_line_fields_refuse_line_breaks_that_notes_and_addresses_keep(#[case
         "{made}"
     );
 }
+
+/// A variable the request leaves out is absent, not null, as the GraphQL specification says
+/// (and as a JavaScript client that drops `undefined` from its JSON sends it): an update
+/// that declares `$first` and is sent only `last` leaves the first name; sent `first: null`,
+/// it clears it.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_variable_left_out_leaves_its_field_as_it_is(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let id = app.patient("Jane", "Doe").await;
+    let update = "mutation($id: ID!, $first: String, $last: String) { updatePatient(id: $id, patientData: { first: $first, last: $last }) { data { firstName lastName } error } }";
+    let kept = app.ok(update, json!({ "id": id, "last": "Smith" })).await;
+    assert_eq!(
+        kept["updatePatient"],
+        json!({ "data": { "firstName": "Jane", "lastName": "Smith" }, "error": null })
+    );
+    let cleared = app.ok(update, json!({ "id": id, "first": null })).await;
+    assert_eq!(
+        cleared["updatePatient"],
+        json!({ "data": { "firstName": null, "lastName": "Smith" }, "error": null })
+    );
+}

@@ -125,7 +125,10 @@ fn build(
             request.extensions.insert(key, value);
         }
     }
-    request.set_parsed_query((*document).clone());
+    // The request's own copy, without what it leaves out (see `absent`).
+    let mut document = (*document).clone();
+    super::absent::leave_out_absent(&mut document, chosen.key(), &request.variables);
+    request.set_parsed_query(document);
     let mut request = request.data(ClientAddress(caller.address));
     if let Some(key) = caller.key {
         request = request.data(key);

@@ -4,6 +4,7 @@
 //! GET, idempotency keys). Each stage returns what it found or a [`Rejection`], which the
 //! transport renders; none of them takes or returns an HTTP type.
 
+mod absent;
 mod documents;
 mod execute;
 mod introspection;

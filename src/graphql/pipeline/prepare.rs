@@ -86,6 +86,11 @@ impl Chosen {
     pub fn document(&self) -> &ExecutableDocument {
         &self.document
     }
+
+    /// Its key in a document of several operations; none for one alone.
+    pub fn key(&self) -> Option<&Name> {
+        self.key.as_ref()
+    }
 }
 
 /// Prepares `params` under `limits`, parsing through `documents`, measuring by the schema's
