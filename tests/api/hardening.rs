@@ -211,6 +211,30 @@ async fn a_query_costs_what_it_can_return(#[case] engine: Engine) {
         .await;
     assert_eq!(error_code(&nested), "QUERY_TOO_COMPLEX", "{nested}");
     assert_eq!(cost(&nested), json!(1 + 1 + 500 * 3));
+    // A number that is no Int is refused as such, not weighed as a query too costly: as a
+    // literal, and as a variable's value.
+    for (query, variables) in [
+        ("{ events(limit: 2147483648) { cursor } }", json!({})),
+        (
+            "{ labels(pagination: { pageSize: 2147483648 }) { data { id } } }",
+            json!({}),
+        ),
+        (
+            "query($n: Int) { events(limit: $n) { cursor } }",
+            json!({ "n": 2_147_483_648_i64 }),
+        ),
+    ] {
+        let body = app.gql(Some(&app.admin_token), query, variables).await;
+        let code = error_code(&body);
+        assert!(
+            code == "GRAPHQL_VALIDATION_FAILED" || code == "BAD_USER_INPUT",
+            "{query}: {body}"
+        );
+        assert!(
+            error_message(&body).contains("2147483648") || error_message(&body).contains("Int"),
+            "{query}: {body}"
+        );
+    }
     // A patient's labels weigh the 20 it can have, and it can have no more.
     let patient = app.patient("Many", "Labels").await;
     let mut labels = Vec::new();

@@ -83,6 +83,11 @@ async fn parse_and_validation_errors_by_media_type(#[case] engine: Engine) {
         ("{ patients { ", "GRAPHQL_PARSE_FAILED"),
         ("{ patients { nope } }", "GRAPHQL_VALIDATION_FAILED"),
         ("{ nothing }", "GRAPHQL_VALIDATION_FAILED"),
+        // GraphQL, but an anonymous operation beside another breaks a rule of validation.
+        (
+            "{ currentUser { id } } mutation { signOut }",
+            "GRAPHQL_VALIDATION_FAILED",
+        ),
     ];
     for (query, code) in cases {
         for (accept, status) in [

@@ -115,13 +115,38 @@ impl std::fmt::Debug for Documents {
     }
 }
 
+/// Why a text gives no document: what is wrong, and whether the text is GraphQL at all.
+#[derive(Debug)]
+pub struct Unparsed {
+    /// The parser's message.
+    pub message: String,
+    /// The text is GraphQL, but breaks a rule of the specification's validation that the
+    /// parser checks: an anonymous operation beside another, two operations or fragments of
+    /// one name, no operation at all.
+    pub invalid: bool,
+}
+
 impl Documents {
-    /// The document of `query`, parsed now or earlier; a parse error says what is wrong.
-    pub fn parse(&self, query: &str) -> Result<Arc<Parsed>, ServerError> {
+    /// The document of `query`, parsed now or earlier; why not otherwise.
+    pub fn parse(&self, query: &str) -> Result<Arc<Parsed>, Unparsed> {
         if let Some(parsed) = self.cache.get(query) {
             return Ok(parsed);
         }
-        let parsed = Arc::new(Parsed::new(parse_query(query).map_err(ServerError::from)?));
+        let document = parse_query(query).map_err(|error| {
+            use async_graphql::parser::Error;
+            let invalid = matches!(
+                error,
+                Error::MultipleOperations { .. }
+                    | Error::OperationDuplicated { .. }
+                    | Error::FragmentDuplicated { .. }
+                    | Error::MissingOperation
+            );
+            Unparsed {
+                message: ServerError::from(error).message,
+                invalid,
+            }
+        })?;
+        let parsed = Arc::new(Parsed::new(document));
         if query.len() <= LARGEST {
             self.cache.insert(query.to_string(), parsed.clone());
         }
@@ -155,7 +180,22 @@ mod tests {
         let long = format!("{{ {} }}", "labels { data { id } } ".repeat(LARGEST / 20));
         assert!(long.len() > LARGEST);
         documents.parse(&long).expect("a long query still parses");
-        assert!(documents.parse("{ labels ").is_err());
+        assert!(
+            !documents
+                .parse("{ labels ")
+                .expect_err("not GraphQL")
+                .invalid
+        );
+        for invalid in [
+            "{ labels { data { id } } } mutation { signOut }",
+            "query a { labels { data { id } } } query a { currentUser { id } }",
+            "fragment f on Query { labels { data { id } } }",
+        ] {
+            assert!(
+                documents.parse(invalid).expect_err(invalid).invalid,
+                "{invalid}"
+            );
+        }
         assert_eq!(documents.cache.len(), 0);
     }
 

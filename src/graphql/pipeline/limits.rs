@@ -610,8 +610,16 @@ impl<'d> Walker<'d> {
         else {
             return 1;
         };
+        // A number that is no `Int` (past 2^31 - 1) weighs nothing here: the validation that
+        // follows refuses it as what it is, not as a query too costly.
+        let count = |n: &async_graphql::Number| {
+            n.as_u64()
+                .filter(|n| i32::try_from(*n).is_ok())
+                .unwrap_or(1)
+                .max(1)
+        };
         let page_size = |value: Option<ConstValue>| match value {
-            Some(ConstValue::Number(n)) => n.as_u64().unwrap_or(1).max(1),
+            Some(ConstValue::Number(n)) => count(&n),
             _ => u64::from(DEFAULT_PAGE_SIZE),
         };
         // Its `pagination`'s page size, or `without` when it has none.
@@ -624,7 +632,7 @@ impl<'d> Walker<'d> {
             Weight::InRow(n) => n.div_ceil(IN_ROW_SHARE) as u64,
             Weight::PageSize => page_size(self.argument(field, "pageSize")),
             Weight::Limit(default) => match self.argument(field, "limit") {
-                Some(ConstValue::Number(n)) => n.as_u64().unwrap_or(1).max(1),
+                Some(ConstValue::Number(n)) => count(&n),
                 _ => u64::from(*default),
             },
             Weight::Paged => paged(u64::from(DEFAULT_PAGE_SIZE)),

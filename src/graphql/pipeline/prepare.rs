@@ -123,9 +123,13 @@ pub fn prepare(
             max: limits::MAX_BRACKET_NESTING as u64,
         }));
     }
-    let parsed = documents
-        .parse(&params.query)
-        .map_err(|e| Rejection::new(Stop::Document, code::GRAPHQL_PARSE_FAILED, e.message))?;
+    let parsed = documents.parse(&params.query).map_err(|e| {
+        let code = match e.invalid {
+            true => code::GRAPHQL_VALIDATION_FAILED,
+            false => code::GRAPHQL_PARSE_FAILED,
+        };
+        Rejection::new(Stop::Document, code, e.message)
+    })?;
     let document = parsed.document.clone();
     if parsed.expanded > limits::MAX_EXPANDED_SELECTIONS {
         return Err(Rejection::too_complex(&Exceeded {
