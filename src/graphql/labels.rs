@@ -96,7 +96,8 @@ impl LabelMutations {
         envelope(ctx, change, Label::from)
     }
 
-    /// Removes a label from the catalogue and from every patient that has it. Needs
+    /// Removes a label from the catalogue and from every patient and product that has it
+    /// (a patient.label.removed for each patient, a product.updated for each product). Needs
     /// `labels:write`.
     async fn delete_label(
         &self,

@@ -357,7 +357,7 @@ impl<'a> PracticeStore<'a> {
         mut tx: Transaction<'static, Any>,
         event: Event<'_>,
     ) -> StoreResult<()> {
-        self.record_writes(&mut tx, &[event], false).await?;
+        self.record_writes(&mut tx, &[], &[event]).await?;
         self.store.commit_events(tx).await
     }
 
@@ -367,15 +367,27 @@ impl<'a> PracticeStore<'a> {
         tx: &mut Transaction<'_, Any>,
         events: &[Event<'_>],
     ) -> StoreResult<()> {
-        self.record_writes(tx, events, true).await
+        self.record_writes(tx, events, &[]).await
     }
 
-    /// Records writes in the audit log, and with `as_events` in the log of events too.
+    /// Records events as [`Self::record_in`] does, and beside them writes `told_by_others`
+    /// in the audit log only: a call whose change the events tell (a patient's labels set
+    /// through updatePatient are its label events, without a patient.updated).
+    pub(super) async fn record_in_beside(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        events: &[Event<'_>],
+        told_by_others: &[Event<'_>],
+    ) -> StoreResult<()> {
+        self.record_writes(tx, events, told_by_others).await
+    }
+
+    /// Records writes in the audit log: `events` in the log of events too, `audit_only` not.
     async fn record_writes(
         &self,
         tx: &mut Transaction<'_, Any>,
         events: &[Event<'_>],
-        as_events: bool,
+        audit_only: &[Event<'_>],
     ) -> StoreResult<()> {
         let Some(author) = self.author else {
             return Err(StoreError::Config(
@@ -385,11 +397,10 @@ impl<'a> PracticeStore<'a> {
         if let Some(key) = author.key {
             self.mark_key_ran(tx, key).await?;
         }
-        if as_events {
-            self.record_events(tx, events).await?;
-        }
+        self.record_events(tx, events).await?;
         let rows: Vec<Row> = events
             .iter()
+            .chain(audit_only)
             .map(|event| Row {
                 actor: author.actor,
                 operation: author.operation,

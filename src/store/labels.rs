@@ -175,7 +175,13 @@ impl PracticeStore<'_> {
         let Some(label) = label else {
             return Ok(Err(Refusal::NotFound(Record::Label, id.to_string()).into()));
         };
+        let products = self.take_label_off_products(&mut tx, id).await?;
         let mut events = vec![Event::of("delete", "label", &label.id)];
+        events.extend(
+            products
+                .iter()
+                .map(|product| Event::of("update", "product", product)),
+        );
         events.extend(on.iter().map(|(patient_id,)| Event {
             action: "remove_label",
             resource_type: "label",

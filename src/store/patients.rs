@@ -728,6 +728,9 @@ impl PracticeStore<'_> {
                 .await?;
             return Ok(Ok(patient));
         }
+        // Events do not overlap: a change of the labels alone is its label events, as
+        // addPatientLabel's is, without a patient.updated beside them.
+        let fields_changed = patient != before;
         patient.updated_at = now_ms().max(patient.updated_at);
         let row = patient.row();
         row.clone()
@@ -736,13 +739,19 @@ impl PracticeStore<'_> {
             )
             .execute(&mut *tx)
             .await?;
-        let mut events = vec![Event::patient(action, id)];
+        let (mut events, mut audit_only) = (Vec::new(), Vec::new());
+        let update = Event::patient(action, id);
+        if fields_changed {
+            events.push(update);
+        } else {
+            audit_only.push(update);
+        }
         events.extend(
             changed
                 .iter()
                 .map(|(action, label_id)| label_event(action, id, label_id)),
         );
-        self.record_in(&mut tx, &events).await?;
+        self.record_in_beside(&mut tx, &events, &audit_only).await?;
         self.store.commit_events(tx).await?;
         Ok(Ok(patient))
     }

@@ -376,6 +376,48 @@ impl PracticeStore<'_> {
         .await
     }
 
+    /// Takes a label being deleted (in `tx`) off every product that has it; the products it
+    /// changed, which are updated (their `updatedAt` and a product.updated each).
+    pub(super) async fn take_label_off_products(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        label_id: &str,
+    ) -> StoreResult<Vec<String>> {
+        // The lists' JSON holds the id in quotes: those that may hold it, then each looked at.
+        let sql = format!(
+            "SELECT id, labels FROM products WHERE practice_id = $1 AND labels LIKE $2{}",
+            self.store.engine.for_update()
+        );
+        let quoted = serde_json::Value::from(label_id).to_string();
+        let rows: Vec<(String, String)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(self.practice_id)
+            .bind(format!("%{quoted}%"))
+            .fetch_all(&mut **tx)
+            .await?;
+        let now = now_ms();
+        let mut changed = Vec::new();
+        for (id, labels) in rows {
+            let mut ids: Vec<String> = serde_json::from_str(&labels).unwrap_or_default();
+            let had = ids.len();
+            ids.retain(|l| l != label_id);
+            if ids.len() == had {
+                continue;
+            }
+            sqlx::query(
+                "UPDATE products SET labels = $3, updated_at = $4 \
+                 WHERE practice_id = $1 AND id = $2",
+            )
+            .bind(self.practice_id)
+            .bind(&id)
+            .bind(serde_json::Value::from(ids).to_string())
+            .bind(now)
+            .execute(&mut **tx)
+            .await?;
+            changed.push(id);
+        }
+        Ok(changed)
+    }
+
     /// The first of `ids` that is not a label of the practice's catalogue.
     async fn unknown_label(
         &self,

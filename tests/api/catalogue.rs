@@ -1010,3 +1010,60 @@ async fn each_change_to_the_catalogue_is_an_event(#[case] engine: Engine) {
     let bookings_reader = app.token(&["bookings:read"]).await;
     assert_eq!(catalogue_events(&app, &bookings_reader, 5).await.len(), 5);
 }
+
+/// A label deleted is taken off the products that had it, as off the patients: each is
+/// updated (its `updatedAt`, a product.updated); a product without it is left alone.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_deleted_label_leaves_its_products_updated(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let gone = app.label("Orthopaedic").await;
+    let kept = app.label("Kept").await;
+    let brace = create_product(
+        &app,
+        json!({ "name": "Brace", "productType": "item", "labels": [gone, kept] }),
+    )
+    .await;
+    let sling = create_product(
+        &app,
+        json!({ "name": "Sling", "productType": "item", "labels": [kept] }),
+    )
+    .await;
+    assert_eq!(catalogue_events(&app, &app.admin_token, 2).await.len(), 2);
+    change(
+        &app,
+        "mutation($id: ID!) { deleteLabel(id: $id) { error } }",
+        json!({ "id": gone }),
+    )
+    .await;
+    let seen = catalogue_events(&app, &app.admin_token, 3).await;
+    let last: Vec<(Value, Value)> = seen
+        .iter()
+        .skip(2)
+        .map(|e| {
+            (
+                e["eventType"].clone(),
+                e["identifiers"]["productId"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        last,
+        vec![(json!("product.updated"), json!(id_of(&brace)))],
+        "{seen:?}"
+    );
+    let read = app
+        .ok(
+            "query($b: ID!, $s: ID!) { brace: product(id: $b) { labels { referenceId } updatedAt } sling: product(id: $s) { labels { referenceId } updatedAt } }",
+            json!({ "b": id_of(&brace), "s": id_of(&sling) }),
+        )
+        .await;
+    assert_eq!(read["brace"]["labels"], json!([{ "referenceId": kept }]));
+    assert_ne!(
+        read["brace"]["updatedAt"], brace["data"]["updatedAt"],
+        "{read}"
+    );
+    assert_eq!(read["sling"]["updatedAt"], sling["data"]["updatedAt"]);
+}

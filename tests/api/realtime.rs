@@ -712,6 +712,27 @@ async fn each_mutation_writes_its_events(#[case] engine: Engine) {
         )],
         "labelId is the Label's id, not the PatientLabel's"
     );
+    // Labels set through updatePatient are their label events, with no patient.updated
+    // beside them (events do not overlap); a name changed with them is one.
+    let set_labels = "mutation($id: ID!, $l: [ID!], $f: String) { updatePatient(id: $id, patientData: { labels: $l, first: $f }) { error } }";
+    mutate(&app, set_labels, json!({ "id": jane, "l": [vip] })).await;
+    assert_eq!(
+        log.since(1).await,
+        vec![event("patient.label.added", Some(&jane), None, Some(&vip))]
+    );
+    mutate(
+        &app,
+        set_labels,
+        json!({ "id": jane, "l": [], "f": "Jane" }),
+    )
+    .await;
+    assert_eq!(
+        log.since(2).await,
+        vec![
+            event("patient.updated", Some(&jane), None, None),
+            event("patient.label.removed", Some(&jane), None, Some(&vip))
+        ]
+    );
     mutate(
         &app,
         "mutation($id: ID!) { archivePatient(id: $id, reason: \"Moved away\") { error } }",
