@@ -84,6 +84,9 @@ fn say(refusal: &Refusal) -> String {
             format!("another webhook subscription sends {event_type} to {url}")
         }
         Refusal::DeliveryPending => "the delivery is pending already".into(),
+        Refusal::ContactUnnamed => {
+            "the contact would be left with no related patient or name".into()
+        }
         Refusal::TypeNotSent(event_type) => {
             format!("the subscription no longer sends {event_type}")
         }

@@ -83,8 +83,8 @@ pub fn email(field: &str, value: &str) -> Result<Option<String>, String> {
 /// change is refused rather than mistaken, are the practice's rule
 /// (`domain::metadata_entry_refusal`).
 pub fn metadata_entry(key: &str, value: Option<&str>) -> Result<(), String> {
-    if key.is_empty() {
-        return Err("key must not be empty".into());
+    if key.trim().is_empty() {
+        return Err("key must not be empty or blank".into());
     }
     if key.chars().any(char::is_control) {
         return Err("key must not contain control characters".into());

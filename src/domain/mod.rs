@@ -140,6 +140,8 @@ pub enum Refusal {
     },
     /// The delivery is waiting for its next attempt already.
     DeliveryPending,
+    /// A relationship's contact would be left with neither a related patient nor a name.
+    ContactUnnamed,
     /// The delivery's subscription no longer sends its event type (this one).
     TypeNotSent(String),
     /// As many old secrets as may sign at once still do: the oldest until then (ms).

@@ -126,39 +126,39 @@ pub struct AddPatientNumberData {
 #[derive(InputObject, Clone, Default)]
 pub struct PatientRelationshipContactInput {
     /// Another patient of the practice this contact is.
-    pub related_account_id: Option<ID>,
+    pub related_account_id: MaybeUndefined<ID>,
     /// Where the contact came from (an integration's name).
-    pub source: Option<String>,
+    pub source: MaybeUndefined<String>,
     /// The contact's id there.
-    pub source_id: Option<ID>,
+    pub source_id: MaybeUndefined<ID>,
     /// First name.
-    pub first_name: Option<String>,
+    pub first_name: MaybeUndefined<String>,
     /// Last name.
-    pub last_name: Option<String>,
+    pub last_name: MaybeUndefined<String>,
     /// Form of address.
-    pub title: Option<String>,
+    pub title: MaybeUndefined<String>,
     /// Company name.
-    pub company_name: Option<String>,
+    pub company_name: MaybeUndefined<String>,
     /// What kind of phone `phoneNumber` is.
-    pub phone_type: Option<String>,
+    pub phone_type: MaybeUndefined<String>,
     /// Phone number.
-    pub phone_number: Option<String>,
+    pub phone_number: MaybeUndefined<String>,
     /// Email address.
-    pub email: Option<String>,
+    pub email: MaybeUndefined<String>,
     /// Street and number; it may take several lines.
-    pub address: Option<String>,
+    pub address: MaybeUndefined<String>,
     /// Town or city.
-    pub city: Option<String>,
+    pub city: MaybeUndefined<String>,
     /// Postal code.
-    pub postcode: Option<String>,
+    pub postcode: MaybeUndefined<String>,
     /// Country.
-    pub country: Option<String>,
+    pub country: MaybeUndefined<String>,
     /// Notes (at most 5,000 characters).
-    pub notes: Option<String>,
+    pub notes: MaybeUndefined<String>,
     /// An insurance policy's number.
-    pub policy_number: Option<String>,
+    pub policy_number: MaybeUndefined<String>,
     /// An insurer's authorisation code.
-    pub authorization_code: Option<String>,
+    pub authorization_code: MaybeUndefined<String>,
 }
 
 /// A line of text of an argument, checked.
@@ -181,9 +181,16 @@ pub fn social_security_number(value: Option<String>) -> Result<Option<String>> {
         return Ok(None);
     };
     let significant = text.chars().filter(char::is_ascii_alphanumeric).count();
-    let allowed = text
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || c == ' ' || c == '-');
+    // Each space or hyphen between two letters or digits: none at an end, none beside
+    // another.
+    let separator = |c: char| c == ' ' || c == '-';
+    let chars: Vec<char> = text.chars().collect();
+    let allowed = chars
+        .iter()
+        .all(|c| c.is_ascii_alphanumeric() || separator(*c))
+        && chars.first().is_some_and(char::is_ascii_alphanumeric)
+        && chars.last().is_some_and(char::is_ascii_alphanumeric)
+        && !chars.windows(2).any(|w| separator(w[0]) && separator(w[1]));
     if !allowed || !(5..=30).contains(&significant) || text.chars().count() > 40 {
         return Err(bad_input(format!(
             "patientData.socialSecurityNumber must be 5 to 30 letters and digits (spaces and \
@@ -324,34 +331,52 @@ pub fn attribute(field: &str, input: AddCustomAttributeData) -> Result<Attribute
     })
 }
 
+/// A check of an optional line of text: the field's name, its value; the value to keep.
+type Check<'c> = &'c dyn Fn(&str, Option<String>) -> Result<Option<String>>;
+
 /// Contact details, checked; `complete` when they make a new relationship, which needs a
-/// related account or a name.
+/// related account or a name. A field given null or blank is left out of a new one, and
+/// cleared from one changed (an empty text in [`Contact`], which `merge` reads so).
 fn contact(input: PatientRelationshipContactInput, complete: bool) -> Result<Contact> {
     let f = |name: &str| format!("contactDetails.{name}");
-    let contact = Contact {
-        related_account_id: input.related_account_id.map(|id| id.0),
-        source: line(&f("source"), input.source)?,
-        source_id: line(&f("sourceId"), input.source_id.map(|id| id.0))?,
-        first_name: line(&f("firstName"), input.first_name)?,
-        last_name: line(&f("lastName"), input.last_name)?,
-        title: line(&f("title"), input.title)?,
-        company_name: line(&f("companyName"), input.company_name)?,
-        phone_type: line(&f("phoneType"), input.phone_type)?,
-        phone_number: line(&f("phoneNumber"), input.phone_number)?,
-        email: email(&f("email"), input.email)?,
-        address: optional_lines(&f("address"), input.address, MAX_LINE_CHARS)?,
-        city: line(&f("city"), input.city)?,
-        postcode: line(&f("postcode"), input.postcode)?,
-        country: line(&f("country"), input.country)?,
-        notes: optional_lines(&f("notes"), input.notes, MAX_TEXT_CHARS)?,
-        policy_number: line(&f("policyNumber"), input.policy_number)?,
-        authorization_code: line(&f("authorizationCode"), input.authorization_code)?,
+    // Absent: None; null or blank: cleared; a value: checked by `check`.
+    let field = |name: &str, value: MaybeUndefined<String>, check: Check| -> Result<_> {
+        Ok(match value {
+            MaybeUndefined::Undefined => None,
+            MaybeUndefined::Null => (!complete).then(String::new),
+            MaybeUndefined::Value(value) => {
+                check(&f(name), Some(value))?.or_else(|| (!complete).then(String::new))
+            }
+        })
     };
-    let named = contact.related_account_id.is_some()
-        || contact.first_name.is_some()
-        || contact.last_name.is_some()
-        || contact.company_name.is_some();
-    if complete && !named {
+    let id = |value: MaybeUndefined<ID>| match value {
+        MaybeUndefined::Undefined => MaybeUndefined::Undefined,
+        MaybeUndefined::Null => MaybeUndefined::Null,
+        MaybeUndefined::Value(id) => MaybeUndefined::Value(id.0),
+    };
+    let lines = |max| move |field: &str, value| optional_lines(field, value, max);
+    let contact = Contact {
+        related_account_id: field("relatedAccountId", id(input.related_account_id), &|_, v| {
+            Ok(v.filter(|v| !v.trim().is_empty()))
+        })?,
+        source: field("source", input.source, &line)?,
+        source_id: field("sourceId", id(input.source_id), &line)?,
+        first_name: field("firstName", input.first_name, &line)?,
+        last_name: field("lastName", input.last_name, &line)?,
+        title: field("title", input.title, &line)?,
+        company_name: field("companyName", input.company_name, &line)?,
+        phone_type: field("phoneType", input.phone_type, &line)?,
+        phone_number: field("phoneNumber", input.phone_number, &line)?,
+        email: field("email", input.email, &email)?,
+        address: field("address", input.address, &lines(MAX_LINE_CHARS))?,
+        city: field("city", input.city, &line)?,
+        postcode: field("postcode", input.postcode, &line)?,
+        country: field("country", input.country, &line)?,
+        notes: field("notes", input.notes, &lines(MAX_TEXT_CHARS))?,
+        policy_number: field("policyNumber", input.policy_number, &line)?,
+        authorization_code: field("authorizationCode", input.authorization_code, &line)?,
+    };
+    if complete && !contact.named() {
         return Err(bad_input(
             "contactDetails needs a relatedAccountId (another patient), or a firstName, \
              lastName or companyName",
@@ -573,9 +598,11 @@ impl RecordMutations {
             PatientRelationshipType,
         >,
         #[graphql(desc = "A label for the relation.")] relationship_label: Option<String>,
-        #[graphql(desc = "Contact details to change.")] contact_details: Option<
-            PatientRelationshipContactInput,
-        >,
+        #[graphql(
+            desc = "Contact details to change; what is omitted stays, and a field given null \
+                    or blank is cleared. The contact keeps a related patient or a name."
+        )]
+        contact_details: Option<PatientRelationshipContactInput>,
     ) -> Result<Option<ResponsePayload<Patient>>> {
         let practice = authorize_write(ctx)?;
         let label = line("relationshipLabel", relationship_label)?;

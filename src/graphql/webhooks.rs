@@ -344,7 +344,8 @@ impl WebhookMutations {
     }
 
     /// Deletes a webhook subscription: nothing more is delivered, and deliveries still due are
-    /// dropped. It stays readable, with `deleted: true`. Needs `webhooks:write`.
+    /// dropped. It stays readable, with `deleted: true`; deleting it again is refused. Needs
+    /// `webhooks:write`.
     async fn delete_webhook(
         &self,
         ctx: &Context<'_>,

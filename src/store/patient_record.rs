@@ -80,11 +80,21 @@ pub struct Contact {
 }
 
 impl Contact {
-    /// Fields given in `update` replace these; the others stay.
+    /// Whether it names who the contact is: another patient, or a name.
+    pub fn named(&self) -> bool {
+        self.related_account_id.is_some()
+            || self.first_name.is_some()
+            || self.last_name.is_some()
+            || self.company_name.is_some()
+    }
+
+    /// Fields given in `update` replace these, an empty text clearing one; the others stay.
     fn merge(&mut self, update: Contact) {
         fn keep(field: &mut Option<String>, new: Option<String>) {
-            if new.is_some() {
-                *field = new;
+            match new {
+                Some(new) if new.is_empty() => *field = None,
+                Some(new) => *field = Some(new),
+                None => {}
             }
         }
         keep(&mut self.related_account_id, update.related_account_id);
@@ -570,6 +580,9 @@ impl PracticeStore<'_> {
             }
             if let Some(contact) = contact {
                 found.contact.merge(contact);
+                if !found.contact.named() {
+                    return Err(Refusal::ContactUnnamed);
+                }
             }
             p.relationships = encode(&list);
             Ok(())
@@ -680,7 +693,12 @@ impl PracticeStore<'_> {
         patient_id: &str,
         contact: &Contact,
     ) -> StoreResult<Result<(), Refusal>> {
-        let Some(related) = &contact.related_account_id else {
+        // An empty one clears it (see `Contact::merge`).
+        let Some(related) = contact
+            .related_account_id
+            .as_ref()
+            .filter(|r| !r.is_empty())
+        else {
             return Ok(Ok(()));
         };
         if related == patient_id {

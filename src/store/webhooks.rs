@@ -449,12 +449,13 @@ impl PracticeStore<'_> {
         self.webhook_as_changed(id).await
     }
 
-    /// Deletes a subscription: a soft delete; its pending deliveries are dropped.
+    /// Deletes a subscription: a soft delete; its pending deliveries are dropped. Refused for
+    /// one deleted already, as a change of it is.
     pub async fn delete_webhook(&self, id: &str) -> StoreResult<Change<Webhook>> {
         let mut tx = self.begin_write().await?;
         let deleted = sqlx::query(
-            "UPDATE webhook_subscriptions SET deleted_at = COALESCE(deleted_at, $3), \
-             updated_at = $3 WHERE practice_id = $1 AND id = $2",
+            "UPDATE webhook_subscriptions SET deleted_at = $3, updated_at = $3 \
+             WHERE practice_id = $1 AND id = $2 AND deleted_at IS NULL",
         )
         .bind(self.practice_id)
         .bind(id)
@@ -462,9 +463,12 @@ impl PracticeStore<'_> {
         .execute(&mut *tx)
         .await?;
         if deleted.rows_affected() == 0 {
-            return Ok(Err(
-                Refusal::NotFound(Record::Webhook, id.to_string()).into()
-            ));
+            drop(tx);
+            return Ok(Err(match self.find_webhook(id).await? {
+                None => Refusal::NotFound(Record::Webhook, id.to_string()),
+                Some(_) => Refusal::WebhookDeleted,
+            }
+            .into()));
         }
         sqlx::query(
             "DELETE FROM webhook_deliveries WHERE practice_id = $1 AND subscription_id = $2 \

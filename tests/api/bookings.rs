@@ -964,6 +964,11 @@ async fn a_bookings_status_journey_metadata_and_flags(#[case] engine: Engine) {
     );
     for (k, v, says) in [
         (String::new(), "v".to_string(), "key must not be empty"),
+        (
+            "  ".to_string(),
+            "v".to_string(),
+            "key must not be empty or blank",
+        ),
         ("k\u{7}".to_string(), "v".to_string(), "control characters"),
         ("k\nk".to_string(), "v".to_string(), "key must not contain"),
         (

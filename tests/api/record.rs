@@ -205,6 +205,19 @@ async fn the_records_fields_are_written_and_read_back(#[case] engine: Engine) {
             json!({ "socialSecurityNumber": "12345;DROP" }),
             "socialSecurityNumber",
         ),
+        // Spaces and hyphens go between letters and digits, one at a time.
+        (
+            json!({ "socialSecurityNumber": "-12345" }),
+            "socialSecurityNumber",
+        ),
+        (
+            json!({ "socialSecurityNumber": "12345-" }),
+            "socialSecurityNumber",
+        ),
+        (
+            json!({ "socialSecurityNumber": "12--345" }),
+            "socialSecurityNumber",
+        ),
         (
             json!({ "ins": { "oid": "not an oid" } }),
             "patientData.ins.oid",
@@ -655,6 +668,29 @@ async fn phones_numbers_attributes_relationships_and_membership(#[case] engine: 
     assert_eq!(
         done["data"]["relatedAccounts"][1]["contactDetails"]["firstName"], "Gregory",
         "kept"
+    );
+    // A field given null or blank is cleared; the contact keeps a name.
+    let update_contact = "mutation($p: ID!, $r: ID!, $c: PatientRelationshipContactInput) { updatePatientRelationship(patientId: $p, relationshipId: $r, contactDetails: $c) { data { relatedAccounts { contactDetails { firstName lastName city phones { phoneNumber } } } } error } }";
+    let done = change(
+        &app,
+        update_contact,
+        json!({ "p": id, "r": gp, "c": { "firstName": null, "phoneNumber": "  ", "city": "Paris" } }),
+    )
+    .await;
+    assert_eq!(
+        done["data"]["relatedAccounts"][1]["contactDetails"],
+        json!({ "firstName": null, "lastName": "House", "city": "Paris", "phones": [] }),
+        "{done}"
+    );
+    let done = change(
+        &app,
+        update_contact,
+        json!({ "p": id, "r": gp, "c": { "lastName": "" } }),
+    )
+    .await;
+    assert_eq!(
+        done,
+        json!({ "data": null, "error": "A relationship's contact needs a related patient, or a first name, last name or company name: it would be left with none" })
     );
     let done = change(
         &app,

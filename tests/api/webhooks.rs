@@ -1040,6 +1040,16 @@ async fn the_operations_keep_their_rules(#[case] engine: Engine) {
         changed["updateWebhook"]["error"],
         "This webhook subscription has been deleted and can no longer be changed"
     );
+    let twice = app
+        .ok(
+            "mutation($id: ID!) { deleteWebhook(id: $id) { data { id } error } }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert_eq!(
+        twice["deleteWebhook"],
+        json!({ "data": null, "error": "This webhook subscription has been deleted and can no longer be changed" })
+    );
     let again =
         create(json!({ "url": url, "eventTypes": ["patient.created"], "label": "new" })).await;
     assert_eq!(again["data"]["createWebhook"]["error"], Value::Null);

@@ -183,6 +183,9 @@ fn sentence(refusal: &Refusal) -> String {
             format!("Another webhook subscription already sends {event_type} to {url}")
         }
         Refusal::DeliveryPending => "This delivery is waiting for its next attempt already".into(),
+        Refusal::ContactUnnamed => "A relationship's contact needs a related patient, or a \
+             first name, last name or company name: it would be left with none"
+            .into(),
         Refusal::TypeNotSent(event_type) => format!(
             "This delivery's subscription no longer sends {event_type}: it cannot be sent again"
         ),
