@@ -109,19 +109,26 @@ fn schema_validating(
     settings: ApiSettings,
     mode: async_graphql::ValidationMode,
 ) -> ApiSchema {
-    Schema::build(
+    let builder = Schema::build(
         Query::default(),
         Mutation::default(),
         Subscription::default(),
-    )
-    .validation_mode(mode)
-    .data(store)
-    .data(hub)
-    // The prepare stage measures depth first, with a message that names it; this is the
-    // backstop.
-    .limit_depth(settings.limits.max_depth)
-    .data(settings)
-    .finish()
+    );
+    // The strict schema also validates without running, for a request that leaves variables
+    // out (its document as sent is checked before the copy without them runs).
+    let builder = match mode {
+        async_graphql::ValidationMode::Strict => builder.extension(pipeline::StopBeforeExecution),
+        async_graphql::ValidationMode::Fast => builder,
+    };
+    builder
+        .validation_mode(mode)
+        .data(store)
+        .data(hub)
+        // The prepare stage measures depth first, with a message that names it; this is the
+        // backstop.
+        .limit_depth(settings.limits.max_depth)
+        .data(settings)
+        .finish()
 }
 
 /// The schema in SDL, as `practice-api schema` prints it and `schema.graphql` holds it.

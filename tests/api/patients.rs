@@ -795,4 +795,29 @@ async fn a_variable_left_out_leaves_its_field_as_it_is(#[case] engine: Engine) {
         cleared["updatePatient"],
         json!({ "data": { "firstName": null, "lastName": "Smith" }, "error": null })
     );
+    // A document is refused for what it is, whatever the request leaves out: an argument
+    // the field does not have stays one when its variable is left out (its use taken out,
+    // the copy would pass; the document as sent is checked first).
+    let misspelt = "mutation($id: ID!, $first: String) { updatePatient(id: $id, patientData: {}, frist: $first) { error } }";
+    let body = app
+        .gql(Some(&app.admin_token), misspelt, json!({ "id": id }))
+        .await;
+    assert_eq!(error_code(&body), "GRAPHQL_VALIDATION_FAILED", "{body}");
+    // Operations that share a fragment: the one run leaves its variable out, the other's
+    // stays used.
+    let shared = "mutation Set($id: ID!, $first: String, $last: String) { ...Change } \
+                  mutation Other($id: ID!, $first: String, $last: String) { ...Change } \
+                  fragment Change on Mutation { updatePatient(id: $id, patientData: { first: $first, last: $last }) { data { firstName lastName } error } }";
+    let body = app
+        .post_json(
+            Some(&app.admin_token),
+            &json!({ "query": shared, "operationName": "Set", "variables": { "id": id, "first": "Joan" } }),
+        )
+        .await
+        .body;
+    assert_eq!(
+        body["data"]["updatePatient"],
+        json!({ "data": { "firstName": "Joan", "lastName": "Smith" }, "error": null }),
+        "{body}"
+    );
 }

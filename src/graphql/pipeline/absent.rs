@@ -5,29 +5,39 @@
 //! every such variable the value null, and in practice-api's updates null clears a field
 //! where absent leaves it: a client that declares `$first: String` and sends only `last`
 //! (as a JavaScript client does that drops `undefined` from its JSON) would erase the
-//! patient's first name. So before a request runs, each use of such a variable as an
-//! argument or an input object's field is taken out of its copy of the document. In a list
-//! the specification makes such a variable null, and it stays.
+//! patient's first name. So a query or mutation that leaves such a variable out runs on a
+//! copy of its document from which each use of it as an argument or an input object's field
+//! is taken out. In a list the specification makes such a variable null, and it stays.
+//!
+//! The copy holds the chosen operation alone, with the fragments it reaches: taken out of a
+//! fragment another operation shares, a use would leave that operation's variable unused,
+//! which validation refuses. And it is the document as sent that must pass validation first
+//! (`execute::Schemas::check`): a use taken out could hide an error in it (an unknown
+//! argument, a variable of the wrong type), which the document is refused for whatever the
+//! variables.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use async_graphql::parser::types::{
-    DocumentOperations, ExecutableDocument, OperationDefinition, Selection, SelectionSet,
+    DocumentOperations, ExecutableDocument, Selection, SelectionSet,
 };
-use async_graphql::{Name, Variables};
+use async_graphql::{Name, Positioned, Variables};
 use async_graphql_value::Value;
 
-/// Takes out of `document` every argument and input field whose value is a variable of the
-/// operation `chosen` (its name in a document of several; none for one alone) that
-/// `variables` leaves out and that has no default, and the variable's definition when
-/// nothing uses it any more (validation refuses a variable defined and not used).
+/// The copy of `document` to run, when the operation `chosen` (its name in a document of
+/// several; none for one alone) uses variables that `variables` leaves out and that have no
+/// default: the operation alone with the fragments it reaches, without those uses as
+/// arguments or input fields, nor the definitions of those variables nothing uses any more
+/// (validation refuses a variable defined and not used). None when it leaves none out.
 pub fn leave_out_absent(
-    document: &mut ExecutableDocument,
+    document: &ExecutableDocument,
     chosen: Option<&Name>,
     variables: &Variables,
-) {
-    let Some(operation) = chosen_operation(document, chosen) else {
-        return;
+) -> Option<ExecutableDocument> {
+    let operation = match (&document.operations, chosen) {
+        (DocumentOperations::Single(operation), _) => operation,
+        (DocumentOperations::Multiple(operations), Some(name)) => operations.get(name)?,
+        (DocumentOperations::Multiple(_), None) => return None,
     };
     let absent: HashSet<Name> = operation
         .node
@@ -42,10 +52,22 @@ pub fn leave_out_absent(
         .map(|definition| definition.name.node.clone())
         .collect();
     if absent.is_empty() {
-        return;
+        return None;
+    }
+    let mut operation = operation.clone();
+    let mut fragments = HashMap::new();
+    let mut next = spreads(&operation.node.selection_set.node);
+    while let Some(name) = next.pop() {
+        if fragments.contains_key(&name) {
+            continue;
+        }
+        if let Some(fragment) = document.fragments.get(&name) {
+            next.extend(spreads(&fragment.node.selection_set.node));
+            fragments.insert(name, fragment.clone());
+        }
     }
     in_selections(&mut operation.node.selection_set.node, &absent);
-    for fragment in document.fragments.values_mut() {
+    for fragment in fragments.values_mut() {
         in_selections(&mut fragment.node.selection_set.node, &absent);
     }
     // What still names one of them: a list's item.
@@ -55,29 +77,40 @@ pub fn leave_out_absent(
             used.insert(name.clone());
         });
     };
-    for fragment in document.fragments.values() {
+    selection_values(&operation.node.selection_set.node, &mut note);
+    for fragment in fragments.values() {
         selection_values(&fragment.node.selection_set.node, &mut note);
     }
-    let Some(operation) = chosen_operation(document, chosen) else {
-        return;
-    };
-    selection_values(&operation.node.selection_set.node, &mut note);
     operation.node.variable_definitions.retain(|definition| {
         let name = &definition.node.name.node;
         !absent.contains(name) || used.contains(name)
     });
+    let operations = match chosen {
+        // A request that names its operation finds it by name.
+        Some(name) => DocumentOperations::Multiple(HashMap::from([(name.clone(), operation)])),
+        None => DocumentOperations::Single(operation),
+    };
+    Some(ExecutableDocument {
+        operations,
+        fragments,
+    })
 }
 
-/// The operation `chosen` names (none: the one alone).
-fn chosen_operation<'d>(
-    document: &'d mut ExecutableDocument,
-    chosen: Option<&Name>,
-) -> Option<&'d mut async_graphql::Positioned<OperationDefinition>> {
-    match (&mut document.operations, chosen) {
-        (DocumentOperations::Single(operation), _) => Some(operation),
-        (DocumentOperations::Multiple(operations), Some(name)) => operations.get_mut(name),
-        (DocumentOperations::Multiple(_), None) => None,
+/// The fragments `selections` spreads, at any depth short of another fragment.
+fn spreads(selections: &SelectionSet) -> Vec<Name> {
+    let mut out = Vec::new();
+    for selection in &selections.items {
+        match &selection.node {
+            Selection::Field(field) => out.extend(spreads(&field.node.selection_set.node)),
+            Selection::InlineFragment(fragment) => {
+                out.extend(spreads(&fragment.node.selection_set.node));
+            }
+            Selection::FragmentSpread(spread) => {
+                out.push(spread.node.fragment_name.node.clone());
+            }
+        }
     }
+    out
 }
 
 /// Calls `note` with each value given to an argument in `selections`, deeply.
@@ -144,10 +177,7 @@ fn in_selections(selections: &mut SelectionSet, absent: &HashSet<Name>) {
     }
 }
 
-fn in_arguments<N>(
-    arguments: &mut Vec<(N, async_graphql::Positioned<Value>)>,
-    absent: &HashSet<Name>,
-) {
+fn in_arguments<N>(arguments: &mut Vec<(N, Positioned<Value>)>, absent: &HashSet<Name>) {
     arguments.retain(|(_, value)| !is_absent(&value.node, absent));
     for (_, value) in arguments {
         in_value(&mut value.node, absent);
@@ -181,22 +211,24 @@ mod tests {
     use super::*;
     use async_graphql::parser::parse_query;
 
-    /// What the document's fields are given once the variables `variables` leaves out are
-    /// taken out: `field.argument` and `field.argument.key`, the variable each names (or
-    /// "-"), in order, through fragments.
-    fn given(query: &str, chosen: Option<&str>, variables: serde_json::Value) -> Vec<String> {
-        let mut document = parse_query(query).expect("parses");
+    /// The document a request runs: `query` as sent, or its copy without what `variables`
+    /// leaves out.
+    fn run(query: &str, chosen: Option<&str>, variables: serde_json::Value) -> ExecutableDocument {
+        let document = parse_query(query).expect("parses");
+        let chosen = chosen.map(Name::new);
         let variables = Variables::from_json(variables);
-        leave_out_absent(&mut document, chosen.map(Name::new).as_ref(), &variables);
+        leave_out_absent(&document, chosen.as_ref(), &variables).unwrap_or(document)
+    }
+
+    /// What the fields of `document` are given, its operations' and fragments':
+    /// `field.argument` and `field.argument.key`, with the variable each names (or "-").
+    fn given(document: &ExecutableDocument) -> Vec<String> {
         let mut out = Vec::new();
-        let mut sets: Vec<&SelectionSet> = match &document.operations {
-            DocumentOperations::Single(operation) => vec![&operation.node.selection_set.node],
-            DocumentOperations::Multiple(operations) => operations
-                .iter()
-                .filter(|(name, _)| Some(name.as_str()) == chosen)
-                .map(|(_, operation)| &operation.node.selection_set.node)
-                .collect(),
-        };
+        let mut sets: Vec<&SelectionSet> = document
+            .operations
+            .iter()
+            .map(|(_, operation)| &operation.node.selection_set.node)
+            .collect();
         sets.extend(
             document
                 .fragments
@@ -228,13 +260,24 @@ mod tests {
         out
     }
 
+    /// The variables the operations of `document` define.
+    fn defined(document: &ExecutableDocument) -> Vec<String> {
+        document
+            .operations
+            .iter()
+            .flat_map(|(_, operation)| operation.node.variable_definitions.iter())
+            .map(|d| d.node.name.node.to_string())
+            .collect()
+    }
+
     #[test]
-    fn a_variable_left_out_takes_its_argument_and_field_with_it() {
+    fn a_variable_left_out_takes_its_argument_field_and_definition_with_it() {
         let query = "mutation($id: ID!, $first: String, $last: String, $title: String = \"Dr\") \
                      { updatePatient(id: $id, patientData: { first: $first, last: $last, \
                      title: $title }) { error } updateLabel(id: $id, color: $first) { error } }";
+        let document = run(query, None, serde_json::json!({ "id": "p", "last": "Doe" }));
         assert_eq!(
-            given(query, None, serde_json::json!({ "id": "p", "last": "Doe" })),
+            given(&document),
             [
                 "updatePatient.id=$id",
                 "updatePatient.patientData=-",
@@ -243,59 +286,31 @@ mod tests {
                 "updateLabel.id=$id",
             ]
         );
-        // Its definition goes with its last use: a variable defined and not used is refused.
-        let mut document = parse_query(query).expect("parses");
-        leave_out_absent(
-            &mut document,
-            None,
-            &Variables::from_json(serde_json::json!({ "id": "p" })),
-        );
-        let DocumentOperations::Single(operation) = &document.operations else {
-            panic!("one operation");
-        };
-        let defined: Vec<&str> = operation
-            .node
-            .variable_definitions
-            .iter()
-            .map(|d| d.node.name.node.as_str())
-            .collect();
-        assert_eq!(defined, ["id", "title"]);
-        // Given, even as null, it stays.
-        assert_eq!(
-            given(
-                query,
-                None,
-                serde_json::json!({ "id": "p", "first": null, "last": "Doe" })
-            )
-            .len(),
-            7
-        );
+        assert_eq!(defined(&document), ["id", "last", "title"]);
+        // Given, even as null, it stays; every variable given, the document is not copied.
+        let sent = serde_json::json!({ "id": "p", "first": null, "last": "Doe" });
+        assert_eq!(given(&run(query, None, sent.clone())).len(), 7);
+        let document = parse_query(query).expect("parses");
+        assert!(leave_out_absent(&document, None, &Variables::from_json(sent)).is_none());
     }
 
     #[test]
-    fn a_lists_item_stays_and_fragments_follow_the_chosen_operation() {
+    fn the_copy_holds_the_operation_and_what_it_reaches() {
+        // b shares F with a, and defines the $x a's list names: taken out of F for a, a use
+        // would leave b's $x unused (validation looks at every operation of the document).
         let query = "query a($x: ID) { events(after: $x, eventTypes: [$x]) { cursor } ...F } \
-                     query b($x: ID!) { patient(id: $x) { id } } \
-                     fragment F on Query { patient(id: $x) { id } }";
-        assert_eq!(
-            given(query, Some("a"), serde_json::json!({})),
-            ["events.eventTypes=[1]"]
-        );
+                     query b($x: ID) { ...F ...G } \
+                     fragment F on Query { patient(id: $x) { id } } \
+                     fragment G on Query { labels { data { id } } }";
+        let document = run(query, Some("a"), serde_json::json!({}));
+        assert_eq!(given(&document), ["events.eventTypes=[1]"]);
+        assert_eq!(document.operations.iter().count(), 1, "a alone");
+        let fragments: Vec<&str> = document.fragments.keys().map(|k| k.as_str()).collect();
+        assert_eq!(fragments, ["F"], "what a reaches");
         // Still named in the list, $x stays defined.
-        let mut document = parse_query(query).expect("parses");
-        leave_out_absent(&mut document, Some(&Name::new("a")), &Variables::default());
-        let DocumentOperations::Multiple(operations) = &document.operations else {
-            panic!("two operations");
-        };
-        assert_eq!(
-            operations[&Name::new("a")].node.variable_definitions.len(),
-            1
-        );
-        // b's $x is required: nothing of b is taken out (nor of the fragment, which a
-        // request running b does not run).
-        assert_eq!(
-            given(query, Some("b"), serde_json::json!({})),
-            ["patient.id=$x", "patient.id=$x"]
-        );
+        assert_eq!(defined(&document), ["x"]);
+        // Run by b with $x given, the document is as sent.
+        let document = run(query, Some("b"), serde_json::json!({ "x": "p" }));
+        assert_eq!(document.operations.iter().count(), 2);
     }
 }

@@ -24,6 +24,7 @@ use crate::graphql::read_log::ReadLog;
 use crate::graphql::{ApiSchema, ClientAddress, loaders};
 use crate::store::Store;
 use crate::store::audit::{Actor, Read, Reads};
+use async_graphql::parser::types::ExecutableDocument;
 
 /// An operation's response.
 #[derive(Clone, Debug, PartialEq)]
@@ -97,6 +98,7 @@ fn build(
     store: &Store,
     prepared: Prepared,
     caller: Caller,
+    without_absent: Option<ExecutableDocument>,
 ) -> Result<(async_graphql::Request, Built), Rejection> {
     let chosen = prepared.chosen();
     if chosen.definition().is_none() {
@@ -125,10 +127,9 @@ fn build(
             request.extensions.insert(key, value);
         }
     }
-    // The request's own copy, without what it leaves out (see `absent`).
-    let mut document = (*document).clone();
-    super::absent::leave_out_absent(&mut document, chosen.key(), &request.variables);
-    request.set_parsed_query(document);
+    // The request's own copy: without the variables it leaves out, when it leaves some out
+    // (see `absent`).
+    request.set_parsed_query(without_absent.unwrap_or_else(|| (*document).clone()));
     let mut request = request.data(ClientAddress(caller.address));
     if let Some(key) = caller.key {
         request = request.data(key);
@@ -159,7 +160,48 @@ pub struct Schemas {
     pub validated: Validated,
 }
 
+/// A request to be validated and not run: the strict schema's [`StopBeforeExecution`]
+/// answers it once validation has passed.
+pub struct ValidateOnly;
+
+/// Answers a request marked [`ValidateOnly`] with nothing once it has passed validation,
+/// before any resolver runs; any other request goes on.
+pub struct StopBeforeExecution;
+
+impl async_graphql::extensions::ExtensionFactory for StopBeforeExecution {
+    fn create(&self) -> Arc<dyn async_graphql::extensions::Extension> {
+        Arc::new(StopBeforeExecution)
+    }
+}
+
+#[async_graphql::async_trait::async_trait]
+impl async_graphql::extensions::Extension for StopBeforeExecution {
+    async fn execute(
+        &self,
+        ctx: &async_graphql::extensions::ExtensionContext<'_>,
+        operation_name: Option<&str>,
+        next: async_graphql::extensions::NextExecute<'_>,
+    ) -> async_graphql::Response {
+        if ctx.data_opt::<ValidateOnly>().is_some() {
+            return async_graphql::Response::new(async_graphql::Value::Null);
+        }
+        next.run(ctx, operation_name).await
+    }
+}
+
 impl Schemas {
+    /// The errors of `prepared`'s document as sent, validated in full and not run.
+    async fn check(&self, prepared: &Prepared) -> Vec<async_graphql::ServerError> {
+        let mut request = async_graphql::Request::new(prepared.query.clone())
+            .variables(prepared.variables.clone())
+            .data(ValidateOnly);
+        if let Some(name) = prepared.operation.name.clone() {
+            request = request.operation_name(name);
+        }
+        request.set_parsed_query((*prepared.document).clone());
+        self.strict.execute(request).await.errors
+    }
+
     /// How `prepared` is to be validated, and the schema that does so.
     fn for_request(&self, prepared: &Prepared) -> (Validation, &ApiSchema) {
         let validation = match prepared.chosen().definition() {
@@ -194,7 +236,29 @@ pub async fn run(
     let (validation, schema) = schemas.for_request(&prepared);
     let learn = (validation == Validation::Learn)
         .then(|| (prepared.query.clone(), prepared.operation.name.clone()));
-    let (request, built) = build(store, prepared, caller)?;
+    let without_absent = super::absent::leave_out_absent(
+        &prepared.document,
+        prepared.chosen().key(),
+        &prepared.variables,
+    );
+    if without_absent.is_some() {
+        // The document as sent must pass first: a use taken out could hide an error in it.
+        let errors = schemas.check(&prepared).await;
+        if !errors.is_empty() {
+            let mut executed = render(
+                async_graphql::Response::from_errors(errors),
+                request_id.as_deref(),
+            );
+            executed.body["extensions"]["cost"] = prepared.cost.clone();
+            return Ok(Ran {
+                executed,
+                reads: None,
+                cost: prepared.cost,
+                running,
+            });
+        }
+    }
+    let (request, built) = build(store, prepared, caller, without_absent)?;
     let response = schema.execute(request).await;
     let reads = built.reads();
     let executed = built.finish(response, request_id.as_deref());
@@ -225,7 +289,9 @@ pub fn subscribe(
     let request_id = caller.request_id.clone();
     // A subscription is validated once for its whole life: it is not worth learning from.
     let (_, schema) = schemas.for_request(&prepared);
-    let (request, built) = build(store, prepared, caller)?;
+    // A subscription's arguments mean the same null or absent (events(eventTypes, patientId,
+    // after)): it runs as sent.
+    let (request, built) = build(store, prepared, caller, None)?;
     let request = request.data(connection);
     let responses = schema.execute_stream(request);
     let built = Arc::new(built);

@@ -21,7 +21,7 @@ mod validated;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-pub use execute::{Executed, Ran};
+pub use execute::{Executed, Ran, StopBeforeExecution};
 pub use limits::{Limits, Shapes};
 pub use params::Params;
 pub use prepare::{Operation, Prepared};
