@@ -725,7 +725,13 @@ impl<'a> PracticeStore<'a> {
         condition: &str,
         ids: &[String],
     ) -> StoreResult<Option<String>> {
-        let sql = format!("SELECT id FROM {table} WHERE practice_id = $1 AND id = $2 {condition}");
+        // Held until the write commits (PostgreSQL; SQLite's one writer holds all): a delete
+        // of one of them waits for it, and then sees what it wrote (deleteLabel takes the
+        // label off the products that have it).
+        let sql = format!(
+            "SELECT id FROM {table} WHERE practice_id = $1 AND id = $2 {condition}{}",
+            self.store.engine.for_share()
+        );
         for id in ids {
             let found: Option<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(sql.as_str()))
                 .bind(self.practice_id)

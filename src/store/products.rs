@@ -319,6 +319,13 @@ impl PracticeStore<'_> {
         patch: &ProductPatch,
     ) -> StoreResult<Change<Product>> {
         let mut tx = self.begin_write().await?;
+        // Its labels first, as deleteLabel takes a label and then the products that have it:
+        // the two wait for each other in one order, and neither deadlocks.
+        if let Some(labels) = &patch.labels
+            && let Some(unknown) = self.unknown_label(&mut tx, labels).await?
+        {
+            return Ok(Err(Refusal::NotFound(Record::Label, unknown).into()));
+        }
         let sql = format!(
             "SELECT {PRODUCT_COLUMNS} FROM products WHERE practice_id = $1 AND id = $2{}",
             self.store.engine.for_update()
@@ -342,11 +349,6 @@ impl PracticeStore<'_> {
         patch.apply(&mut product);
         if let Err(invalid) = product.check() {
             return Ok(Err(invalid.into()));
-        }
-        if let Some(labels) = &patch.labels
-            && let Some(unknown) = self.unknown_label(&mut tx, labels).await?
-        {
-            return Ok(Err(Refusal::NotFound(Record::Label, unknown).into()));
         }
         if product == before {
             let event = Event::of("update", "product", id);

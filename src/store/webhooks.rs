@@ -393,13 +393,15 @@ impl PracticeStore<'_> {
             .delivery_paused
             .map_or(current.delivery_paused, i64::from);
         // Resumed, or sent to another URL (another receiver), it starts failing afresh: its
-        // clock of failures (see `finish_attempt`) starts at its next failure. Any other
-        // change keeps the clock, which counts the receiver's failures whatever the
-        // subscription's label or headers. (`url` in the CASE is the row's, before the change.)
+        // clock of failures (see `finish_attempt`) starts at its next failure, and a
+        // receiver's Retry-After no longer holds it. Any other change keeps both, which are
+        // the receiver's whatever the subscription's label or headers. (`url` in the CASE is
+        // the row's, before the change.)
         sqlx::query(
             "UPDATE webhook_subscriptions SET url = $3, label = $4, headers = $5, \
              delivery_paused = $6, failing_since = CASE WHEN ($6 = 0 AND $8 <> 0) OR url <> $3 \
-             THEN NULL ELSE failing_since END, updated_at = $7 \
+             THEN NULL ELSE failing_since END, held_until = CASE WHEN ($6 = 0 AND $8 <> 0) \
+             OR url <> $3 THEN NULL ELSE held_until END, updated_at = $7 \
              WHERE practice_id = $1 AND id = $2",
         )
         .bind(self.practice_id)
@@ -416,15 +418,18 @@ impl PracticeStore<'_> {
             self.set_webhook_types(&mut tx, id, &types).await?;
             // What waits of the types it no longer sends goes, as a delete drops what waits:
             // sent on, it would go to whatever URL the subscription has, though the caller was
-            // asked only for the types it sends now. One being sent ends with its attempt.
+            // asked only for the types it sends now. One being sent (to the URL it had) is
+            // left to record its attempt; it is not sent again (a claim passes it over), and
+            // the sweep deletes it if it is left waiting.
             let sql = format!(
                 "DELETE FROM webhook_deliveries AS d WHERE d.practice_id = $1 \
                  AND d.subscription_id = $2 AND d.status IN ('pending', 'paused') \
-                 AND NOT {TYPE_SENT}"
+                 AND (d.lease_until IS NULL OR d.lease_until < $3) AND NOT {TYPE_SENT}"
             );
             sqlx::query(sqlx::AssertSqlSafe(sql))
                 .bind(self.practice_id)
                 .bind(id)
+                .bind(now_ms())
                 .execute(&mut *tx)
                 .await?;
         }
@@ -905,7 +910,9 @@ impl Store {
         Ok(())
     }
 
-    /// Deletes deliveries that wait for nothing, with their attempts: up to `batch` made
+    /// Marks paused the deliveries left pending in a paused subscription by an attempt
+    /// whose instance died, and deletes deliveries that wait for nothing, with their
+    /// attempts: up to `batch` made
     /// before `before` that were delivered or failed, or that wait paused in a subscription
     /// paused since before `before`; and up to `batch` more, whenever made, of a deleted
     /// subscription (a write may commit one behind the delete, which never goes out). A
@@ -915,6 +922,18 @@ impl Store {
     /// since it was read (a resume set it going) is left alone.
     pub async fn forget_deliveries(&self, before: i64, batch: u32) -> StoreResult<Forgotten> {
         let mut tx = self.begin_write().await?;
+        // A delivery whose attempt's instance died while its subscription was paused stayed
+        // pending (a pause leaves one being sent to its attempt's end): past its lease, it
+        // waits paused with the rest, and goes out when delivery resumes.
+        let sql = format!(
+            "UPDATE webhook_deliveries AS d SET status = 'paused', next_attempt_at = NULL, \
+             lease_until = NULL WHERE d.status = 'pending' AND d.lease_until < $1 AND {}",
+            subscription_is("s.delivery_paused <> 0 AND s.deleted_at IS NULL")
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(now_ms())
+            .execute(&mut *tx)
+            .await?;
         let sql = format!(
             "SELECT practice_id, id, status, 'aged' FROM (SELECT d.practice_id, d.id, d.status \
              FROM webhook_deliveries d WHERE d.created_at < $1 \

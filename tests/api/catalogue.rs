@@ -7,7 +7,9 @@ use sqlx::Connection;
 
 use rstest::rstest;
 
-use crate::helpers::{Engine, TestApp, error_code, error_message};
+use crate::helpers::{
+    Engine, TestApp, error_code, error_message, hold_rows, test_config, waits_on_a_lock,
+};
 use crate::record::change;
 use crate::spawn;
 
@@ -1066,4 +1068,45 @@ async fn a_deleted_label_leaves_its_products_updated(#[case] engine: Engine) {
         "{read}"
     );
     assert_eq!(read["sling"]["updatedAt"], sling["data"]["updatedAt"]);
+}
+
+/// On PostgreSQL, a change to a product's labels takes the labels' rows before the
+/// product's, as deleteLabel takes a label's and then its products': held up at a label
+/// being deleted, it holds nothing of the product, so that the two wait for each other rather
+/// than deadlock, and the delete sees the product's labels as they will be.
+#[tokio::test]
+async fn a_products_labels_are_taken_before_the_product() {
+    let Some(app) = TestApp::spawn_with(Engine::Postgres, test_config()).await else {
+        return;
+    };
+    let label = app.label("Held").await;
+    let product = create_product(&app, json!({ "name": "Brace", "productType": "item" })).await;
+    let product = id_of(&product);
+    // Held as deleteLabel holds it.
+    let mut label_row = hold_rows(
+        &app.database_url,
+        "SELECT id FROM labels WHERE id = $1 FOR UPDATE",
+        &label,
+    )
+    .await;
+    let updating = update_product(&app, &product, json!({ "labels": [label] }));
+    let checking = async {
+        waits_on_a_lock(&app.database_url).await;
+        // The product's row is free: taken at once, not waited for.
+        let mut product_row = hold_rows(
+            &app.database_url,
+            "SELECT id FROM products WHERE id = $1 FOR UPDATE NOWAIT",
+            &product,
+        )
+        .await;
+        for held in [&mut product_row, &mut label_row] {
+            sqlx::query("ROLLBACK").execute(held).await.expect("let go");
+        }
+    };
+    let (updated, ()) = tokio::join!(updating, checking);
+    assert_eq!(
+        updated["data"]["labels"][0]["referenceId"],
+        json!(label),
+        "{updated}"
+    );
 }

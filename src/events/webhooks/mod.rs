@@ -269,8 +269,9 @@ async fn attempt(
         Err(error) => (None, Some(error), None, false),
     };
     // A Retry-After is the receiver's, not this delivery's: every delivery of the
-    // subscription waits for it, each a little past it, so that they do not all come back at
-    // the same instant.
+    // subscription waits until it has passed (up to a tenth more, so that receivers asking
+    // for the same time are not all called back at once), and then they go out at most
+    // PER_SUBSCRIPTION at a time, as always.
     let hold = retry_after.map(|wait| later_by_up_to_a_tenth(wait.min(MAX_RETRY_AFTER)));
     let retry_at = if gone {
         None
