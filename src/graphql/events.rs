@@ -29,11 +29,18 @@ const REPLAY_BATCH: u32 = 200;
 /// Most event types a request may name.
 const MAX_EVENT_TYPES: usize = 50;
 
-/// The event types a request names, checked; every type when it names none.
+/// The event types a request names, checked; every type when it leaves them out. An empty
+/// list is refused: it would match nothing, and the feed would hand out a cursor at the end
+/// of the log, past every event the client meant to ask for.
 pub fn checked_types(requested: Option<Vec<String>>) -> Result<Vec<String>> {
     let Some(requested) = requested else {
         return Ok(EVENT_TYPES.iter().map(|t| t.to_string()).collect());
     };
+    if requested.is_empty() {
+        return Err(bad_input(
+            "eventTypes names no type: name at least one, or leave it out for every type",
+        ));
+    }
     if requested.len() > MAX_EVENT_TYPES {
         return Err(bad_input(format!(
             "eventTypes names at most {MAX_EVENT_TYPES} types"
@@ -205,7 +212,7 @@ impl EventQueries {
         after: Option<ID>,
         #[graphql(
             desc = "Only events of these types, e.g. [\"booking.created\"]; all when \
-                          omitted."
+                          omitted (an empty list is refused)."
         )]
         event_types: Option<Vec<String>>,
         #[graphql(desc = "Most events to return, 1 to 500; default 100.")] limit: Option<i32>,
@@ -457,9 +464,11 @@ impl EventSubscription {
     async fn events(
         &self,
         ctx: &Context<'_>,
-        #[graphql(desc = "Only events of these types; all when omitted.")] event_types: Option<
-            Vec<String>,
-        >,
+        #[graphql(
+            desc = "Only events of these types; all when omitted (an empty list is \
+                          refused)."
+        )]
+        event_types: Option<Vec<String>>,
         #[graphql(desc = "Only events that name this patient.")] patient_id: Option<ID>,
         #[graphql(
             desc = "Resume after this event (Event.id): the events kept after it come \

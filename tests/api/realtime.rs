@@ -1033,6 +1033,8 @@ async fn the_feed_pages_with_its_cursor(#[case] engine: Engine) {
         json!({ "limit": 501 }),
         json!({ "types": ["patient.exploded"] }),
         json!({ "types": ["patient.created", "Patient.Created"] }),
+        // Matching nothing, it would move the cursor past every event asked for.
+        json!({ "types": [] }),
         json!({ "after": "not-a-cursor" }),
         json!({ "after": "" }),
         json!({ "after": "zz".repeat(16) }),
@@ -1475,6 +1477,7 @@ async fn bad_subscription_arguments_come_as_an_error_message(#[case] engine: Eng
     let mut ws = Ws::connect(&app, &app.admin_token).await;
     for (id, variables) in [
         ("types", json!({ "types": ["patient.exploded"] })),
+        ("none", json!({ "types": [] })),
         ("after", json!({ "after": "not-a-cursor" })),
         ("short", json!({ "after": "0123abcd" })),
     ] {
