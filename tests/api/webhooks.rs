@@ -114,6 +114,56 @@ impl Receiver {
     }
 }
 
+/// A receiver on loopback that takes connections and never answers. Each connection is
+/// handed over in turn ([`Silent::connected`]) and stays open while it is kept, or while it
+/// waits to be handed over; none after the receiver is dropped.
+struct Silent {
+    url: String,
+    connections: tokio::sync::mpsc::UnboundedReceiver<tokio::net::TcpStream>,
+    accepting: tokio::task::JoinHandle<()>,
+}
+
+impl Silent {
+    async fn start() -> Silent {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("listen");
+        let url = format!("http://{}/hooks", listener.local_addr().expect("address"));
+        let (connected, connections) = tokio::sync::mpsc::unbounded_channel();
+        let accepting = tokio::spawn(async move {
+            while let Ok((connection, _)) = listener.accept().await {
+                let _ = connected.send(connection);
+            }
+        });
+        Silent {
+            url,
+            connections,
+            accepting,
+        }
+    }
+
+    /// The next connection an attempt makes, within `within`.
+    async fn next(&mut self, within: Duration) -> Option<tokio::net::TcpStream> {
+        tokio::time::timeout(within, self.connections.recv())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// The next connection an attempt makes, which must come within 10 s.
+    async fn connected(&mut self) -> tokio::net::TcpStream {
+        self.next(Duration::from_secs(10))
+            .await
+            .expect("the attempt connects")
+    }
+}
+
+impl Drop for Silent {
+    fn drop(&mut self) {
+        self.accepting.abort();
+    }
+}
+
 /// What a request's body says.
 fn body(request: &Value) -> Value {
     serde_json::from_str(request["body"].as_str().expect("body")).expect("a JSON body")
@@ -174,22 +224,42 @@ fn attempt_numbers(delivery: &Value) -> Vec<i64> {
         .collect()
 }
 
-/// Waits until the subscription's latest delivery has this status.
-async fn wait_for_status(app: &TestApp, subscription: &str, status: &str) -> Value {
+/// Waits until the subscription's latest delivery is as `wanted` says (`what` names it for
+/// the failure's message); returns it.
+async fn wait_for(
+    app: &TestApp,
+    subscription: &str,
+    what: &str,
+    wanted: impl Fn(&Value) -> bool,
+) -> Value {
     let started = Instant::now();
     loop {
         let list = deliveries(app, subscription).await;
         if let Some(first) = list.first()
-            && first["status"] == status
+            && wanted(first)
         {
             return first.clone();
         }
         assert!(
             started.elapsed() < Duration::from_secs(10),
-            "no delivery became {status}: {list:?}"
+            "no delivery became {what}: {list:?}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Waits until the subscription's latest delivery has this status.
+async fn wait_for_status(app: &TestApp, subscription: &str, status: &str) -> Value {
+    wait_for(app, subscription, status, |d| d["status"] == status).await
+}
+
+/// Waits until the subscription's latest delivery has made this many attempts (its last one
+/// recorded).
+async fn wait_for_attempt(app: &TestApp, subscription: &str, attempt: i64) -> Value {
+    wait_for(app, subscription, &format!("attempt {attempt}"), |d| {
+        d["attempt"] == attempt
+    })
+    .await
 }
 
 #[rstest]
@@ -754,17 +824,8 @@ async fn the_same_subscription_asked_for_at_once_is_made_once(#[case] engine: En
 async fn a_receiver_that_never_answers_holds_up_no_other(#[case] engine: Engine) {
     let mut receiver = receiver!();
     let app = spawn!(engine, config(&[0, 60_000]));
-    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("listen");
-    let silent_url = format!("http://{}/hooks", silent.local_addr().expect("address"));
-    let holding = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((connection, _)) = silent.accept().await {
-            held.push(connection);
-        }
-    });
-    subscribe(&app, &silent_url, &["label.created"]).await;
+    let silent = Silent::start().await;
+    subscribe(&app, &silent.url, &["label.created"]).await;
     for i in 0..30 {
         app.label(&format!("Backlog {i}")).await;
     }
@@ -780,7 +841,6 @@ async fn a_receiver_that_never_answers_holds_up_no_other(#[case] engine: Engine)
         .expect("the other subscription's delivery, long before the silent one's time out");
     assert_eq!(request["status"], 200);
     assert!(started.elapsed() < Duration::from_secs(8));
-    holding.abort();
 }
 
 /// A delivery being sent when its subscription is paused stays pending until its attempt
@@ -793,25 +853,11 @@ async fn a_receiver_that_never_answers_holds_up_no_other(#[case] engine: Engine)
 #[tokio::test]
 async fn a_delivery_being_sent_is_not_sent_again_beside_itself(#[case] engine: Engine) {
     let app = spawn!(engine, config(&[0, 60_000]));
-    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("listen");
-    let silent_url = format!("http://{}/hooks", silent.local_addr().expect("address"));
-    let (connected, mut connections) = tokio::sync::mpsc::unbounded_channel();
-    let holding = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((connection, _)) = silent.accept().await {
-            held.push(connection);
-            let _ = connected.send(());
-        }
-    });
-    let hook = subscribe(&app, &silent_url, &["label.created"]).await;
+    let mut silent = Silent::start().await;
+    let hook = subscribe(&app, &silent.url, &["label.created"]).await;
     let id = hook["id"].as_str().expect("id");
     app.label("On its way").await;
-    tokio::time::timeout(Duration::from_secs(10), connections.recv())
-        .await
-        .expect("the attempt connects")
-        .expect("a connection");
+    let _on_its_way = silent.connected().await;
     let pause = "mutation($id: ID!, $p: Boolean) { updateWebhook(id: $id, input: { deliveryPaused: $p }) { error } }";
     app.ok(pause, json!({ "id": id, "p": true })).await;
     let listed = deliveries(&app, id).await;
@@ -827,12 +873,11 @@ async fn a_delivery_being_sent_is_not_sent_again_beside_itself(#[case] engine: E
         "This delivery is waiting for its next attempt already"
     );
     app.ok(pause, json!({ "id": id, "p": false })).await;
-    let second = tokio::time::timeout(Duration::from_secs(3), connections.recv()).await;
+    let second = silent.next(Duration::from_secs(3)).await;
     assert!(
-        second.is_err(),
+        second.is_none(),
         "sent a second time while the first was on its way"
     );
-    holding.abort();
 }
 
 #[rstest]
@@ -1380,25 +1425,6 @@ async fn a_commit_is_delivered_even_if_the_server_is_killed_right_after(#[case] 
     let _ = server.wait();
 }
 
-/// Waits until the subscription's latest delivery has made this many attempts (its last one
-/// recorded).
-async fn wait_for_attempt(app: &TestApp, subscription: &str, attempt: i64) -> Value {
-    let started = Instant::now();
-    loop {
-        let list = deliveries(app, subscription).await;
-        if let Some(first) = list.first()
-            && first["attempt"] == attempt
-        {
-            return first.clone();
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "no delivery reached attempt {attempt}: {list:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// A subscription's types narrowed drop what waits of the others: sent on, it would go to
 /// whatever URL the subscription has, though the caller that narrowed it was asked only for
 /// the types it keeps. Nor does a redelivery send an event its caller may not read, or one
@@ -1576,23 +1602,11 @@ async fn a_first_attempt_is_listed_when_it_is_due(#[case] engine: Engine) {
 #[tokio::test]
 async fn an_attempt_whose_claim_was_taken_over_records_nothing(#[case] engine: Engine) {
     let app = spawn!(engine, config(&[0, 60_000]));
-    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("listen");
-    let silent_url = format!("http://{}/hooks", silent.local_addr().expect("address"));
-    let (connected, mut connections) = tokio::sync::mpsc::unbounded_channel();
-    let holding = tokio::spawn(async move {
-        while let Ok((connection, _)) = silent.accept().await {
-            let _ = connected.send(connection);
-        }
-    });
-    let hook = subscribe(&app, &silent_url, &["label.created"]).await;
+    let mut silent = Silent::start().await;
+    let hook = subscribe(&app, &silent.url, &["label.created"]).await;
     let id = hook["id"].as_str().expect("id");
     app.label("Stalled").await;
-    let held = tokio::time::timeout(Duration::from_secs(10), connections.recv())
-        .await
-        .expect("the attempt connects")
-        .expect("a connection");
+    let held = silent.connected().await;
     // Another instance, a minute and a bit later by its clock, finds the lease run out.
     let later = practice_api::store::now_ms() + 61_000;
     let taken = app
@@ -1624,7 +1638,6 @@ async fn an_attempt_whose_claim_was_taken_over_records_nothing(#[case] engine: E
     let listed = deliveries(&app, id).await;
     assert_eq!(listed[0]["status"], "delivered", "{listed:?}");
     assert_eq!(attempt_numbers(&listed[0]), vec![1]);
-    holding.abort();
 }
 
 /// An attempt whose instance dies while its subscription is paused leaves its delivery
@@ -1638,23 +1651,11 @@ async fn an_attempt_whose_claim_was_taken_over_records_nothing(#[case] engine: E
 async fn a_delivery_left_pending_by_a_dead_attempt_waits_paused(#[case] engine: Engine) {
     use sqlx::Connection;
     let app = spawn!(engine, config(&[0, 60_000]));
-    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("listen");
-    let silent_url = format!("http://{}/hooks", silent.local_addr().expect("address"));
-    let (connected, mut connections) = tokio::sync::mpsc::unbounded_channel();
-    let holding = tokio::spawn(async move {
-        while let Ok((connection, _)) = silent.accept().await {
-            let _ = connected.send(connection);
-        }
-    });
-    let hook = subscribe(&app, &silent_url, &["label.created"]).await;
+    let mut silent = Silent::start().await;
+    let hook = subscribe(&app, &silent.url, &["label.created"]).await;
     let id = hook["id"].as_str().expect("id");
     app.label("Orphaned").await;
-    let first = tokio::time::timeout(Duration::from_secs(10), connections.recv())
-        .await
-        .expect("the attempt connects")
-        .expect("a connection");
+    let first = silent.connected().await;
     let pause = "mutation($id: ID!, $p: Boolean) { updateWebhook(id: $id, input: { deliveryPaused: $p }) { error } }";
     app.ok(pause, json!({ "id": id, "p": true })).await;
     assert_eq!(deliveries(&app, id).await[0]["status"], "pending");
@@ -1685,9 +1686,5 @@ async fn a_delivery_left_pending_by_a_dead_attempt_waits_paused(#[case] engine: 
     );
     // Resumed, it goes out.
     app.ok(pause, json!({ "id": id, "p": false })).await;
-    tokio::time::timeout(Duration::from_secs(10), connections.recv())
-        .await
-        .expect("sent once delivery resumes")
-        .expect("a connection");
-    holding.abort();
+    silent.connected().await;
 }
