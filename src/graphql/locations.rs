@@ -111,8 +111,8 @@ impl LocationMutations {
         envelope(ctx, made, Location::from)
     }
 
-    /// Changes a location: the arguments given, the others kept; null clears `groupName` and
-    /// the address's lines. Refused as createLocation is. Needs `settings`.
+    /// Changes a location: the arguments given, the others kept; null clears `groupName`, the
+    /// address's lines, or the address whole. Refused as createLocation is. Needs `settings`.
     async fn update_location(
         &self,
         ctx: &Context<'_>,
@@ -121,9 +121,9 @@ impl LocationMutations {
         name: Option<String>,
         #[graphql(
             desc = "The postal address: the lines given change, a line given as null \
-                          is cleared, the lines left out are kept."
+                          is cleared, the lines left out are kept; null clears them all."
         )]
-        address: Option<AddressInput>,
+        address: MaybeUndefined<AddressInput>,
         #[graphql(desc = "The site it belongs to; null makes it a site of its own.")]
         group_name: MaybeUndefined<String>,
         #[graphql(desc = "The appointment types offered there become exactly these.")]
@@ -136,7 +136,11 @@ impl LocationMutations {
                 .transpose()?,
             ..Default::default()
         };
-        if let Some(a) = address {
+        if address.is_null() {
+            (patch.address, patch.city, patch.postcode, patch.country) =
+                (Some(None), Some(None), Some(None), Some(None));
+        }
+        if let MaybeUndefined::Value(a) = address {
             // Left out: kept; null: cleared; given: checked.
             fn given(
                 v: MaybeUndefined<String>,

@@ -690,6 +690,18 @@ async fn the_practice_lists_its_settings_as_clients_read_them(#[case] engine: En
         json!({ "city": null, "postcode": "YO1 7HH", "country": "UK" }),
         "{cleared}"
     );
+    // The address given as null is cleared whole.
+    let cleared = change(
+        &app,
+        "mutation($id: ID!) { updateLocation(id: $id, address: null) { data { address { address city postcode country } } error } }",
+        json!({ "id": room2 }),
+    )
+    .await;
+    assert_eq!(
+        cleared["data"]["address"],
+        json!({ "address": null, "city": null, "postcode": null, "country": null }),
+        "{cleared}"
+    );
     let clash = change(
         &app,
         "mutation($id: ID!) { updateLocation(id: $id, name: \"Annex\") { error } }",
