@@ -349,11 +349,7 @@ fn contact(input: PatientRelationshipContactInput, complete: bool) -> Result<Con
             }
         })
     };
-    let id = |value: MaybeUndefined<ID>| match value {
-        MaybeUndefined::Undefined => MaybeUndefined::Undefined,
-        MaybeUndefined::Null => MaybeUndefined::Null,
-        MaybeUndefined::Value(id) => MaybeUndefined::Value(id.0),
-    };
+    let id = |value: MaybeUndefined<ID>| value.map_value(|id| id.0);
     let lines = |max| move |field: &str, value| optional_lines(field, value, max);
     let contact = Contact {
         related_account_id: field("relatedAccountId", id(input.related_account_id), &|_, v| {

@@ -395,13 +395,14 @@ impl PracticeStore<'_> {
         // Resumed, or sent to another URL (another receiver), it starts failing afresh: its
         // clock of failures (see `finish_attempt`) starts at its next failure, and a
         // receiver's Retry-After no longer holds it. Any other change keeps both, which are
-        // the receiver's whatever the subscription's label or headers. (`url` in the CASE is
-        // the row's, before the change.)
+        // the receiver's whatever the subscription's label or headers. (`current` is the row
+        // as this transaction holds it.)
+        let afresh = (paused == 0 && current.delivery_paused != 0) || url != current.url;
         sqlx::query(
             "UPDATE webhook_subscriptions SET url = $3, label = $4, headers = $5, \
-             delivery_paused = $6, failing_since = CASE WHEN ($6 = 0 AND $8 <> 0) OR url <> $3 \
-             THEN NULL ELSE failing_since END, held_until = CASE WHEN ($6 = 0 AND $8 <> 0) \
-             OR url <> $3 THEN NULL ELSE held_until END, updated_at = $7 \
+             delivery_paused = $6, updated_at = $7, \
+             failing_since = CASE WHEN $8 <> 0 THEN NULL ELSE failing_since END, \
+             held_until = CASE WHEN $8 <> 0 THEN NULL ELSE held_until END \
              WHERE practice_id = $1 AND id = $2",
         )
         .bind(self.practice_id)
@@ -411,7 +412,7 @@ impl PracticeStore<'_> {
         .bind(fields.headers.unwrap_or(current.headers))
         .bind(paused)
         .bind(now_ms().max(current.updated_at))
-        .bind(current.delivery_paused)
+        .bind(i64::from(afresh))
         .execute(&mut *tx)
         .await?;
         if fields.event_types.is_some() {

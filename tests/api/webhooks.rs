@@ -164,6 +164,19 @@ impl Drop for Silent {
     }
 }
 
+/// Pauses (`p: true`) or resumes (`p: false`) subscription `id`.
+const PAUSE: &str = "mutation($id: ID!, $p: Boolean) { updateWebhook(id: $id, input: { deliveryPaused: $p }) { data { deliveryPaused } error } }";
+
+/// A subscription of label.created to `silent` with one delivery on its way: its attempt
+/// connected and never answered. The subscription's id, and the attempt's connection (the
+/// attempt ends when it is dropped).
+async fn one_on_its_way(app: &TestApp, silent: &mut Silent) -> (String, tokio::net::TcpStream) {
+    let hook = subscribe(app, &silent.url, &["label.created"]).await;
+    let id = hook["id"].as_str().expect("id").to_string();
+    app.label("On its way").await;
+    (id, silent.connected().await)
+}
+
 /// What a request's body says.
 fn body(request: &Value) -> Value {
     serde_json::from_str(request["body"].as_str().expect("body")).expect("a JSON body")
@@ -595,8 +608,7 @@ async fn paused_by_hand_the_retries_wait_and_are_kept(#[case] engine: Engine) {
     app.label("Retried").await;
     let failed = receiver.expect().await;
     assert_eq!(failed["status"], 500);
-    let pause = "mutation($id: ID!, $p: Boolean) { updateWebhook(id: $id, input: { deliveryPaused: $p }) { data { deliveryPaused } error } }";
-    let paused = app.ok(pause, json!({ "id": id, "p": true })).await;
+    let paused = app.ok(PAUSE, json!({ "id": id, "p": true })).await;
     assert_eq!(paused["updateWebhook"]["data"]["deliveryPaused"], true);
     // The retry was due a second after the first attempt.
     receiver.expect_nothing(Duration::from_millis(2500)).await;
@@ -635,7 +647,7 @@ async fn paused_by_hand_the_retries_wait_and_are_kept(#[case] engine: Engine) {
     );
     receiver.expect_nothing(Duration::from_millis(800)).await;
 
-    app.ok(pause, json!({ "id": id, "p": false })).await;
+    app.ok(PAUSE, json!({ "id": id, "p": false })).await;
     let resumed = receiver.expect().await;
     assert_eq!(resumed["status"], 200);
     assert_eq!(resumed["id"], failed["id"], "the waiting delivery went out");
@@ -643,7 +655,7 @@ async fn paused_by_hand_the_retries_wait_and_are_kept(#[case] engine: Engine) {
 
     // Paused longer than the events are kept: given up by the sweep, with what was delivered,
     // and not sent when delivery resumes.
-    app.ok(pause, json!({ "id": id, "p": true })).await;
+    app.ok(PAUSE, json!({ "id": id, "p": true })).await;
     app.label("Given up").await;
     wait_for_status(&app, id, "paused").await;
     let now = practice_api::store::now_ms();
@@ -655,11 +667,11 @@ async fn paused_by_hand_the_retries_wait_and_are_kept(#[case] engine: Engine) {
     assert_eq!(swept.given_up, 1, "{swept:?}");
     let left = deliveries(&app, id).await;
     assert!(left.is_empty(), "{left:?}");
-    app.ok(pause, json!({ "id": id, "p": false })).await;
+    app.ok(PAUSE, json!({ "id": id, "p": false })).await;
     receiver.expect_nothing(Duration::from_millis(1500)).await;
 
     // Deleted while paused: what waited is dropped, as what was pending is.
-    app.ok(pause, json!({ "id": id, "p": true })).await;
+    app.ok(PAUSE, json!({ "id": id, "p": true })).await;
     app.label("Dropped").await;
     wait_for_status(&app, id, "paused").await;
     app.ok(
@@ -686,8 +698,7 @@ async fn a_delivery_committed_behind_a_pause_or_a_delete_is_not_sent(#[case] eng
     receiver
         .secrets(&[hook["secret"].as_str().expect("secret")])
         .await;
-    let pause = "mutation($id: ID!, $p: Boolean) { updateWebhook(id: $id, input: { deliveryPaused: $p }) { data { deliveryPaused } error } }";
-    app.ok(pause, json!({ "id": id, "p": true })).await;
+    app.ok(PAUSE, json!({ "id": id, "p": true })).await;
     app.label("Behind the pause").await;
     wait_for_status(&app, id, "paused").await;
     let pool = sqlx::AnyPool::connect(&app.database_url)
@@ -710,12 +721,12 @@ async fn a_delivery_committed_behind_a_pause_or_a_delete_is_not_sent(#[case] eng
     let due = app.store.next_delivery_due(0, 4).await.expect("due");
     assert_eq!(due, None);
     // Resumed, it goes out.
-    app.ok(pause, json!({ "id": id, "p": false })).await;
+    app.ok(PAUSE, json!({ "id": id, "p": false })).await;
     let sent = receiver.expect().await;
     assert_eq!(sent["status"], 200);
 
     // Deleted: a straggler is never sent.
-    app.ok(pause, json!({ "id": id, "p": true })).await;
+    app.ok(PAUSE, json!({ "id": id, "p": true })).await;
     app.label("Behind the delete").await;
     wait_for_status(&app, id, "paused").await;
     sqlx::query(
@@ -854,12 +865,9 @@ async fn a_receiver_that_never_answers_holds_up_no_other(#[case] engine: Engine)
 async fn a_delivery_being_sent_is_not_sent_again_beside_itself(#[case] engine: Engine) {
     let app = spawn!(engine, config(&[0, 60_000]));
     let mut silent = Silent::start().await;
-    let hook = subscribe(&app, &silent.url, &["label.created"]).await;
-    let id = hook["id"].as_str().expect("id");
-    app.label("On its way").await;
-    let _on_its_way = silent.connected().await;
-    let pause = "mutation($id: ID!, $p: Boolean) { updateWebhook(id: $id, input: { deliveryPaused: $p }) { error } }";
-    app.ok(pause, json!({ "id": id, "p": true })).await;
+    let (id, _on_its_way) = one_on_its_way(&app, &mut silent).await;
+    let id = id.as_str();
+    app.ok(PAUSE, json!({ "id": id, "p": true })).await;
     let listed = deliveries(&app, id).await;
     assert_eq!(listed[0]["status"], "pending", "{listed:?}");
     let again = app
@@ -872,7 +880,7 @@ async fn a_delivery_being_sent_is_not_sent_again_beside_itself(#[case] engine: E
         again["redeliverWebhook"]["error"],
         "This delivery is waiting for its next attempt already"
     );
-    app.ok(pause, json!({ "id": id, "p": false })).await;
+    app.ok(PAUSE, json!({ "id": id, "p": false })).await;
     let second = silent.next(Duration::from_secs(3)).await;
     assert!(
         second.is_none(),
@@ -1603,10 +1611,8 @@ async fn a_first_attempt_is_listed_when_it_is_due(#[case] engine: Engine) {
 async fn an_attempt_whose_claim_was_taken_over_records_nothing(#[case] engine: Engine) {
     let app = spawn!(engine, config(&[0, 60_000]));
     let mut silent = Silent::start().await;
-    let hook = subscribe(&app, &silent.url, &["label.created"]).await;
-    let id = hook["id"].as_str().expect("id");
-    app.label("Stalled").await;
-    let held = silent.connected().await;
+    let (id, held) = one_on_its_way(&app, &mut silent).await;
+    let id = id.as_str();
     // Another instance, a minute and a bit later by its clock, finds the lease run out.
     let later = practice_api::store::now_ms() + 61_000;
     let taken = app
@@ -1652,12 +1658,9 @@ async fn a_delivery_left_pending_by_a_dead_attempt_waits_paused(#[case] engine: 
     use sqlx::Connection;
     let app = spawn!(engine, config(&[0, 60_000]));
     let mut silent = Silent::start().await;
-    let hook = subscribe(&app, &silent.url, &["label.created"]).await;
-    let id = hook["id"].as_str().expect("id");
-    app.label("Orphaned").await;
-    let first = silent.connected().await;
-    let pause = "mutation($id: ID!, $p: Boolean) { updateWebhook(id: $id, input: { deliveryPaused: $p }) { error } }";
-    app.ok(pause, json!({ "id": id, "p": true })).await;
+    let (id, first) = one_on_its_way(&app, &mut silent).await;
+    let id = id.as_str();
+    app.ok(PAUSE, json!({ "id": id, "p": true })).await;
     assert_eq!(deliveries(&app, id).await[0]["status"], "pending");
     // Its instance is gone: its lease runs out (set here: a minute is not waited for).
     sqlx::any::install_default_drivers();
@@ -1685,6 +1688,6 @@ async fn a_delivery_left_pending_by_a_dead_attempt_waits_paused(#[case] engine: 
         "{listed:?}"
     );
     // Resumed, it goes out.
-    app.ok(pause, json!({ "id": id, "p": false })).await;
+    app.ok(PAUSE, json!({ "id": id, "p": false })).await;
     silent.connected().await;
 }

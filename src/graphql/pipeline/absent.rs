@@ -66,21 +66,16 @@ pub fn leave_out_absent(
             fragments.insert(name, fragment.clone());
         }
     }
-    in_selections(&mut operation.node.selection_set.node, &absent);
-    for fragment in fragments.values_mut() {
-        in_selections(&mut fragment.node.selection_set.node, &absent);
-    }
-    // What still names one of them: a list's item.
-    let mut used = HashSet::new();
-    let mut note = |value: &Value| {
-        value_names(value, &mut |name| {
-            used.insert(name.clone());
-        });
+    let mut leave_out = LeaveOut {
+        absent: &absent,
+        used: HashSet::new(),
     };
-    selection_values(&operation.node.selection_set.node, &mut note);
-    for fragment in fragments.values() {
-        selection_values(&fragment.node.selection_set.node, &mut note);
+    leave_out.selections(&mut operation.node.selection_set.node);
+    for fragment in fragments.values_mut() {
+        leave_out.selections(&mut fragment.node.selection_set.node);
     }
+    // A definition stays while something still names it (a list's item).
+    let used = leave_out.used;
     operation.node.variable_definitions.retain(|definition| {
         let name = &definition.node.name.node;
         !absent.contains(name) || used.contains(name)
@@ -113,97 +108,78 @@ fn spreads(selections: &SelectionSet) -> Vec<Name> {
     out
 }
 
-/// Calls `note` with each value given to an argument in `selections`, deeply.
-fn selection_values(selections: &SelectionSet, note: &mut dyn FnMut(&Value)) {
-    for selection in &selections.items {
-        let (arguments, directives, inner) = match &selection.node {
-            Selection::Field(field) => (
-                &field.node.arguments[..],
-                &field.node.directives,
-                Some(&field.node.selection_set.node),
-            ),
-            Selection::InlineFragment(fragment) => (
-                &[][..],
-                &fragment.node.directives,
-                Some(&fragment.node.selection_set.node),
-            ),
-            Selection::FragmentSpread(spread) => (&[][..], &spread.node.directives, None),
-        };
-        let directive_arguments = directives
-            .iter()
-            .flat_map(|directive| directive.node.arguments.iter());
-        for (_, value) in arguments.iter().chain(directive_arguments) {
-            note(&value.node);
-        }
-        if let Some(inner) = inner {
-            selection_values(inner, note);
-        }
-    }
+/// Takes the uses of the variables `absent` names out of a document's selections, and
+/// notes, as it goes, which variables the values it keeps still name (`used`).
+struct LeaveOut<'a> {
+    absent: &'a HashSet<Name>,
+    used: HashSet<Name>,
 }
 
-/// Calls `found` with each variable `value` names, deeply.
-fn value_names(value: &Value, found: &mut dyn FnMut(&Name)) {
-    match value {
-        Value::Variable(name) => found(name),
-        Value::List(items) => items.iter().for_each(|item| value_names(item, found)),
-        Value::Object(fields) => fields.values().for_each(|field| value_names(field, found)),
-        _ => {}
-    }
-}
-
-fn in_selections(selections: &mut SelectionSet, absent: &HashSet<Name>) {
-    for selection in &mut selections.items {
-        match &mut selection.node {
-            Selection::Field(field) => {
-                let field = &mut field.node;
-                in_arguments(&mut field.arguments, absent);
-                for directive in &mut field.directives {
-                    in_arguments(&mut directive.node.arguments, absent);
+impl LeaveOut<'_> {
+    fn selections(&mut self, selections: &mut SelectionSet) {
+        for selection in &mut selections.items {
+            let (arguments, directives, inner) = match &mut selection.node {
+                Selection::Field(field) => {
+                    let field = &mut field.node;
+                    (
+                        Some(&mut field.arguments),
+                        &mut field.directives,
+                        Some(&mut field.selection_set.node),
+                    )
                 }
-                in_selections(&mut field.selection_set.node, absent);
-            }
-            Selection::InlineFragment(fragment) => {
-                for directive in &mut fragment.node.directives {
-                    in_arguments(&mut directive.node.arguments, absent);
+                Selection::InlineFragment(fragment) => {
+                    let fragment = &mut fragment.node;
+                    (
+                        None,
+                        &mut fragment.directives,
+                        Some(&mut fragment.selection_set.node),
+                    )
                 }
-                in_selections(&mut fragment.node.selection_set.node, absent);
+                Selection::FragmentSpread(spread) => (None, &mut spread.node.directives, None),
+            };
+            if let Some(arguments) = arguments {
+                self.arguments(arguments);
             }
-            Selection::FragmentSpread(spread) => {
-                for directive in &mut spread.node.directives {
-                    in_arguments(&mut directive.node.arguments, absent);
+            for directive in directives {
+                self.arguments(&mut directive.node.arguments);
+            }
+            if let Some(inner) = inner {
+                self.selections(inner);
+            }
+        }
+    }
+
+    fn arguments<N>(&mut self, arguments: &mut Vec<(N, Positioned<Value>)>) {
+        arguments.retain(|(_, value)| !self.is_absent(&value.node));
+        for (_, value) in arguments {
+            self.value(&mut value.node);
+        }
+    }
+
+    fn value(&mut self, value: &mut Value) {
+        match value {
+            Value::Variable(name) => {
+                self.used.insert(name.clone());
+            }
+            Value::Object(fields) => {
+                fields.retain(|_, value| !self.is_absent(value));
+                for value in fields.values_mut() {
+                    self.value(value);
                 }
             }
-        }
-    }
-}
-
-fn in_arguments<N>(arguments: &mut Vec<(N, Positioned<Value>)>, absent: &HashSet<Name>) {
-    arguments.retain(|(_, value)| !is_absent(&value.node, absent));
-    for (_, value) in arguments {
-        in_value(&mut value.node, absent);
-    }
-}
-
-fn in_value(value: &mut Value, absent: &HashSet<Name>) {
-    match value {
-        Value::Object(fields) => {
-            fields.retain(|_, value| !is_absent(value, absent));
-            for value in fields.values_mut() {
-                in_value(value, absent);
+            // A list's item stays: a variable left out there is null.
+            Value::List(items) => {
+                for item in items {
+                    self.value(item);
+                }
             }
+            _ => {}
         }
-        // A list's item stays: a variable left out there is null.
-        Value::List(items) => {
-            for item in items {
-                in_value(item, absent);
-            }
-        }
-        _ => {}
     }
-}
 
-fn is_absent(value: &Value, absent: &HashSet<Name>) -> bool {
-    matches!(value, Value::Variable(name) if absent.contains(name))
+    fn is_absent(&self, value: &Value) -> bool {
+        matches!(value, Value::Variable(name) if self.absent.contains(name))
+    }
 }
 
 #[cfg(test)]
