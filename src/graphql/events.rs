@@ -169,7 +169,7 @@ fn readable(principal: &Principal, types: Vec<String>) -> (Vec<String>, Vec<Stri
 
 /// The types of `types` the caller may see; FORBIDDEN, naming the read permissions that would
 /// do, when it may see none of them.
-fn visible_types(principal: &Principal, types: Vec<String>) -> Result<Vec<String>> {
+pub fn visible_types(principal: &Principal, types: Vec<String>) -> Result<Vec<String>> {
     let (visible, mut needed) = readable(principal, types);
     // A feed or a subscription that could carry no event at all is a token without the
     // permission it needs: said as FORBIDDEN, not as silence.

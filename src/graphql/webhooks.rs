@@ -7,7 +7,7 @@ use async_graphql::{Context, ID, InputObject, Object, Result};
 
 use super::access::{authorize, authorize_write};
 use super::error::{OrFail, bad_input, code, coded};
-use super::events::every_type_readable;
+use super::events::{every_type_readable, visible_types};
 use super::input::required_text;
 use super::objects::{
     CreateWebhookPayload, DeleteWebhookPayload, PageInfo, UpdateWebhookPayload, WebhookDelivery,
@@ -234,7 +234,9 @@ impl WebhookQueries {
     }
 
     /// The deliveries of a subscription, newest first, with every attempt: the delivery log.
-    /// Needs `webhooks:read`.
+    /// Needs `webhooks:read`; lists only the deliveries of event types the caller may read
+    /// (`patient.*` needs `patients:read`, `booking.*` `bookings:read`, `label.*`
+    /// `labels:read`), as the feed of events does, and is FORBIDDEN when it may read none.
     async fn webhook_deliveries(
         &self,
         ctx: &Context<'_>,
@@ -243,6 +245,12 @@ impl WebhookQueries {
     ) -> Result<Option<WebhookDeliveryData>> {
         let principal = authorize(ctx, OperationKind::Query)?;
         let page = Pagination::request(pagination)?;
+        // A delivery's type and event tell that something happened to a record: shown to
+        // whoever may read such records.
+        let types = visible_types(
+            principal,
+            EVENT_TYPES.iter().map(ToString::to_string).collect(),
+        )?;
         let practice = store(ctx).practice(&principal.practice_id);
         if practice
             .find_webhook(&subscription_id)
@@ -259,7 +267,7 @@ impl WebhookQueries {
             ));
         }
         let found = practice
-            .list_deliveries(&subscription_id, page)
+            .list_deliveries(&subscription_id, &types, page)
             .await
             .or_fail()?;
         let page_info = PageInfo::of(page, &found);

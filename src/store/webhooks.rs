@@ -545,19 +545,23 @@ impl PracticeStore<'_> {
         self.webhook_as_changed(id).await
     }
 
-    /// A page of a subscription's deliveries, newest first.
+    /// A page of a subscription's deliveries of these event types, newest first.
     pub async fn list_deliveries(
         &self,
         subscription_id: &str,
+        types: &[String],
         page: PageRequest,
     ) -> StoreResult<Page<Delivery>> {
         let sql = format!(
             "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE practice_id = $1 \
-             AND subscription_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3 OFFSET $4"
+             AND subscription_id = $2 AND event_type {} \
+             ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5",
+            self.store.engine.in_list(3)
         );
         let rows = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(self.practice_id)
             .bind(subscription_id)
+            .bind(super::json_list(types))
             .bind(page.limit())
             .bind(page.offset())
             .fetch_all(self.read())

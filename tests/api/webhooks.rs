@@ -431,6 +431,21 @@ async fn retry_after_is_honoured(#[case] engine: Engine) {
     assert_eq!(refused["status"], 429);
     let hook_id = hook["id"].as_str().expect("id");
     wait_for_attempt(&app, hook_id, 1).await;
+    // The hold is shown on the subscription while it stands: two seconds and up to a tenth
+    // more from the answer.
+    let held = "query($id: ID!) { webhook(id: $id) { deliveryHeldUntil } }";
+    let shown = app.ok(held, json!({ "id": hook_id })).await;
+    let until = shown["webhook"]["deliveryHeldUntil"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the hold is shown: {shown}"));
+    let until = chrono::DateTime::parse_from_rfc3339(until)
+        .expect("a date")
+        .timestamp_millis();
+    let ahead = until - refused["at"].as_i64().expect("at");
+    assert!(
+        (1900..=2600).contains(&ahead),
+        "Retry-After: 2 holds for 2 s and up to a tenth more; the hold ends {ahead} ms after the answer"
+    );
     app.label("Made meanwhile").await;
     let mut types = Vec::new();
     for _ in 0..2 {
@@ -447,6 +462,12 @@ async fn retry_after_is_honoured(#[case] engine: Engine) {
         types.len(),
         2,
         "the retry and the other delivery: {types:?}"
+    );
+    let shown = app.ok(held, json!({ "id": hook_id })).await;
+    assert_eq!(
+        shown["webhook"]["deliveryHeldUntil"],
+        Value::Null,
+        "the hold is over: {shown}"
     );
 }
 
@@ -1020,6 +1041,9 @@ async fn the_operations_keep_their_rules(#[case] engine: Engine) {
     let bad = [
         json!({ "url": url, "eventTypes": [], "label": "x" }),
         json!({ "url": url, "eventTypes": ["patient.exploded"], "label": "x" }),
+        // Port 0 reaches nothing; a fragment is never sent.
+        json!({ "url": "http://127.0.0.1:0/hooks", "eventTypes": ["label.created"], "label": "x" }),
+        json!({ "url": format!("{url}#crm"), "eventTypes": ["label.created"], "label": "x" }),
         json!({ "url": url, "eventTypes": [
             "patient.created", "patient.updated", "patient.deleted", "patient.archived",
             "patient.unarchived", "patient.label.added", "patient.label.removed",
@@ -1063,6 +1087,17 @@ async fn the_operations_keep_their_rules(#[case] engine: Engine) {
     assert_eq!(
         twice["data"]["createWebhook"]["error"],
         format!("Another webhook subscription already sends patient.created to {url}")
+    );
+    // Also when the URL is written another way that means the same: it is kept in one
+    // spelling.
+    let spelt = create(
+        json!({ "url": "HTTP://127.0.0.1:9/%68ook%73", "eventTypes": ["patient.created"], "label": "again" }),
+    )
+    .await;
+    assert_eq!(
+        spelt["data"]["createWebhook"]["error"],
+        format!("Another webhook subscription already sends patient.created to {url}"),
+        "{spelt}"
     );
     // An empty list of headers clears them.
     let cleared = app
@@ -1259,6 +1294,27 @@ async fn webhooks_need_their_permissions(#[case] engine: Engine) {
         .gql(Some(&nothing), "{ webhooks { data { id } } }", json!({}))
         .await;
     assert_eq!(error_code(&refused), "FORBIDDEN");
+    // The delivery log names events: each delivery is listed to whoever may read its type's
+    // records, as the feed lists events, and the log is FORBIDDEN to a reader of none.
+    app.label("Logged").await;
+    let log = "query($s: ID!) { webhookDeliveries(subscriptionId: $s) { data { eventType } } }";
+    let refused = app
+        .gql(Some(&reader), log, json!({ "s": hook["id"] }))
+        .await;
+    assert_eq!(error_code(&refused), "FORBIDDEN", "{refused}");
+    assert_eq!(
+        refused["errors"][0]["message"],
+        "Missing permission patients:read"
+    );
+    let of_patients = app.token(&["webhooks:read", "patients:read"]).await;
+    let of_labels = app.token(&["webhooks:read", "labels:read"]).await;
+    for (token, listed) in [
+        (&of_patients, json!([])),
+        (&of_labels, json!([{ "eventType": "label.created" }])),
+    ] {
+        let read = app.gql(Some(token), log, json!({ "s": hook["id"] })).await;
+        assert_eq!(read["data"]["webhookDeliveries"]["data"], listed, "{read}");
+    }
     // Another practice sees none of them.
     let (_, other) = app.other_practice("Other").await;
     let theirs = app

@@ -48,6 +48,13 @@ pub fn check_url(text: &str, allow_private: bool) -> Result<Url, String> {
     if !url.username().is_empty() || url.password().is_some() {
         return Err("url must not carry credentials: send them in headers instead".into());
     }
+    if url.fragment().is_some() {
+        return Err("url must not carry a fragment (#...): a request never sends it".into());
+    }
+    if url.port() == Some(0) {
+        return Err("url must not use port 0: nothing can be reached there".into());
+    }
+    let url = canonical(url);
     let public = match url.host() {
         None => return Err("url must name a host".into()),
         Some(url::Host::Ipv4(ip)) => is_public(IpAddr::V4(ip)),
@@ -62,6 +69,66 @@ pub fn check_url(text: &str, allow_private: bool) -> Result<Url, String> {
         );
     }
     Ok(url)
+}
+
+/// The URL in the one spelling kept for every equivalent one, so that the rule of one live
+/// subscription per URL and event type cannot be passed by writing the same URL another way.
+/// The parser has already lowercased the host, taken out the default port and resolved `.`
+/// and `..`; here a domain's final dot goes (DNS names the same host with or without it), and,
+/// in the path and query, a percent-encoded unreserved character is written as itself and any
+/// other percent-encoding in capitals (RFC 3986, 6.2.2.1 and 6.2.2.2).
+fn canonical(mut url: Url) -> Url {
+    if let Some(url::Host::Domain(name)) = url.host()
+        && let Some(bare) = name.strip_suffix('.')
+        && !bare.is_empty()
+    {
+        let bare = bare.to_string();
+        // A domain the parser took stays one without its dot; should it not, the URL is kept
+        // as written.
+        let _ = url.set_host(Some(&bare));
+    }
+    let path = decode_unreserved(url.path());
+    url.set_path(&path);
+    if let Some(query) = url.query().map(decode_unreserved) {
+        url.set_query(Some(&query));
+    }
+    url
+}
+
+/// `text` with each `%XX` of an unreserved character (letters, digits, `-`, `.`, `_`, `~`)
+/// written as the character, and each other `%xx` in capitals.
+fn decode_unreserved(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = match bytes.get(i..i + 3) {
+            Some([b'%', high, low]) => hex(*high).zip(hex(*low)).map(|(h, l)| h * 16 + l),
+            _ => None,
+        };
+        match escaped {
+            Some(byte) if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) => {
+                out.push(char::from(byte));
+                i += 3;
+            }
+            Some(byte) => {
+                out.push_str(&format!("%{byte:02X}"));
+                i += 3;
+            }
+            None => {
+                // Not an escape: the parser leaves only ASCII here, so each byte is a char.
+                out.push(char::from(bytes[i]));
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+fn hex(digit: u8) -> Option<u8> {
+    char::from(digit)
+        .to_digit(16)
+        .and_then(|d| u8::try_from(d).ok())
 }
 
 /// Names that mean this machine whatever DNS says.
@@ -206,5 +273,38 @@ mod tests {
         assert!(refused.contains("percent-encoded"), "{refused}");
         let fits = format!("https://example.com/{}", "\u{1F600}".repeat(150));
         assert!(check_url(&fits, false).is_ok());
+        for bad in [
+            "https://hooks.example.com:0/in",
+            "https://hooks.example.com/in#part",
+        ] {
+            assert!(check_url(bad, false).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn equivalent_urls_are_kept_in_one_spelling() {
+        let kept = |text: &str| check_url(text, false).expect(text).to_string();
+        let one = "https://hooks.example.com/in/a~b?x=1&y=%2F";
+        for same in [
+            "https://hooks.example.com/in/a~b?x=1&y=%2F",
+            "https://hooks.example.com./in/a~b?x=1&y=%2F",
+            "HTTPS://Hooks.Example.COM:443/in/./a%7eb?x=%31&y=%2f",
+            "https://hooks.example.com/in/%61%7Eb?%78=1&y=%2F",
+        ] {
+            assert_eq!(kept(same), one, "{same}");
+        }
+        // What differs stays different: another path, an encoded reserved character.
+        assert_ne!(
+            kept("https://hooks.example.com/in/a%2Fb"),
+            kept("https://hooks.example.com/in/a/b")
+        );
+        assert_eq!(
+            kept("https://hooks.example.com/%E2%82%AC"),
+            "https://hooks.example.com/%E2%82%AC"
+        );
+        assert_eq!(
+            kept("https://hooks.example.com/%zz%4"),
+            "https://hooks.example.com/%zz%4"
+        );
     }
 }

@@ -8,6 +8,7 @@ use crate::auth::{Access, Resource};
 use crate::graphql::ApiSettings;
 use crate::graphql::access::principal;
 use crate::graphql::scalars::DateTime;
+use crate::store::now_ms;
 use crate::store::webhooks as stored;
 
 /// The version of the body webhooks carry.
@@ -85,6 +86,17 @@ impl WebhookSubscription {
     /// days by default) are given up.
     async fn delivery_paused(&self) -> bool {
         self.0.subscription.delivery_paused != 0
+    }
+    /// Until when every delivery of the subscription waits because the receiver answered an
+    /// attempt with `Retry-After` (on a 429 or 503, say): the time it asked for, plus up to a
+    /// tenth of the wait, so that different servers' deliveries do not all come back at once.
+    /// Null when no such wait stands; a new `url`, or `deliveryPaused: false`, ends it.
+    async fn delivery_held_until(&self) -> Option<DateTime> {
+        self.0
+            .subscription
+            .held_until
+            .filter(|until| *until > now_ms())
+            .map(DateTime::from_ms)
     }
 }
 
