@@ -204,6 +204,17 @@ pub struct ServeConfig {
     )]
     pub ws_init_timeout: Duration,
 
+    /// How often a websocket is pinged (graphql-transport-ws's `ping`, and a websocket ping
+    /// beside it); a client that sends nothing back for two of them in a row is gone, and its
+    /// connection is dropped.
+    #[arg(
+        long,
+        env = "PRACTICE_WS_KEEP_ALIVE",
+        default_value = "30s",
+        value_parser = parse_duration
+    )]
+    pub ws_keep_alive: Duration,
+
     /// Most subscriptions one websocket connection may run at once.
     #[arg(
         long,
@@ -460,6 +471,7 @@ mod tests {
         assert_eq!(pool.acquire_timeout, Duration::from_secs(5));
         assert_eq!(config.event_retention, Duration::from_secs(7 * 24 * 3600));
         assert_eq!(config.ws_init_timeout, Duration::from_secs(10));
+        assert_eq!(config.ws_keep_alive, Duration::from_secs(30));
         assert!(!config.webhook_allow_private);
         assert_eq!(
             config.webhook_retry_schedule,

@@ -102,6 +102,7 @@ impl AppState {
             addresses,
             ws: ws::WsSettings {
                 init_timeout: config.ws_init_timeout,
+                keep_alive: config.ws_keep_alive,
                 max_subscriptions: config.max_subscriptions_per_connection,
                 max_per_token: config.max_websockets_per_token,
             },

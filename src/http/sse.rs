@@ -19,10 +19,9 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::HeaderMap;
+use axum::body::{Body, Bytes};
 use axum::http::request::Parts;
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, BoxStream};
 use futures_util::{FutureExt, StreamExt};
@@ -248,14 +247,39 @@ fn closing_body() -> Value {
     }] })
 }
 
-/// Results as the protocol's events: a `next` each, then `complete`.
+/// How long an event stream may stay quiet before a comment goes down it, so that proxies
+/// between the two ends do not take it for dead.
+const KEEP_ALIVE: Duration = Duration::from_secs(12);
+
+/// The `complete` event, with the empty `data` field the protocol asks for: an `EventSource`
+/// dispatches no event without one. (axum's `Event` writes no `data` line for empty data,
+/// which is why the events are written here.)
+const COMPLETE: &[u8] = b"event: complete\ndata: \n\n";
+
+/// Results as the protocol's events: a `next` each, then `complete`; a comment after each
+/// quiet [`KEEP_ALIVE`].
 fn events(results: BoxStream<'static, Value>) -> Response {
-    let next = results
-        .map(|result| Ok::<_, Infallible>(Event::default().event("next").data(result.to_string())));
-    let complete =
-        stream::once(async { Ok::<_, Infallible>(Event::default().event("complete").data("")) });
-    Sse::new(next.chain(complete))
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(12)))
+    // Compact JSON holds no line break (one in a string is written `\n`): each result is one
+    // `data` line.
+    let frames = results
+        .map(|result| Bytes::from(format!("event: next\ndata: {result}\n\n")))
+        .chain(stream::once(async { Bytes::from_static(COMPLETE) }))
+        .boxed();
+    let kept_alive = stream::unfold(frames, |mut frames| async move {
+        // The stream's own state is kept between polls, so a quiet spell drops nothing.
+        let frame = tokio::select! {
+            frame = frames.next() => frame?,
+            () = tokio::time::sleep(KEEP_ALIVE) => Bytes::from_static(b":\n\n"),
+        };
+        Some((Ok::<_, Infallible>(frame), frames))
+    });
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(kept_alive),
+    )
         .into_response()
 }
 
@@ -263,6 +287,28 @@ fn events(results: BoxStream<'static, Value>) -> Response {
 mod tests {
     use super::*;
     use axum::http::HeaderValue;
+
+    /// The bytes on the wire, as the protocol writes them: `complete` with its empty `data`
+    /// field, and each result on one `data` line.
+    #[tokio::test]
+    async fn the_events_are_written_as_the_protocol_shows_them() {
+        let results = stream::iter([json!({ "data": { "x": "two\nlines" } })]).boxed();
+        let response = events(results);
+        assert_eq!(
+            response
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .map(|v| v.as_bytes()),
+            Some(&b"text/event-stream"[..])
+        );
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .expect("the body");
+        assert_eq!(
+            std::str::from_utf8(&body).expect("text"),
+            "event: next\ndata: {\"data\":{\"x\":\"two\\nlines\"}}\n\nevent: complete\ndata: \n\n"
+        );
+    }
 
     #[test]
     fn knows_an_event_stream_accept() {

@@ -24,7 +24,7 @@
 //! | 4409 | `subscribe` with the id of a subscription still running |
 //! | 4429 | a second `connection_init` |
 //! | 1008 | a subscriber too slow to keep up with the events (it resumes with `after`), or messages past the address's rate |
-//! | 1013 | the database could not be read for a subscription, or to check the token again: connect again in a moment (and resume with `after`) |
+//! | 1013 | the database could not be read for a subscription, or to check the token (at `connection_init`, at a `subscribe`, or again at an event about it): connect again in a moment (and resume with `after`) |
 //! | 1009 | a message over [`MAX_MESSAGE_BYTES`] (RFC 6455's "message too big") |
 //! | 1001 | the server is stopping |
 
@@ -46,22 +46,28 @@ use super::reply::{MediaType, Reply};
 use super::server::Ticket;
 use super::{AppState, prometheus};
 use crate::auth::{OperationKind, Principal};
+use crate::graphql::error::code;
 use crate::graphql::events::{Connection, Cut};
-use crate::graphql::pipeline::{Caller, Executed, Params, Rejection};
+use crate::graphql::pipeline::{Caller, Executed, Params, Rejection, Stop};
 use crate::store::now_ms;
 
 /// The subprotocol spoken.
 pub const PROTOCOL: &str = "graphql-transport-ws";
 /// Largest message a client may send: a document at its limit with its variables.
 const MAX_MESSAGE_BYTES: usize = 256 * 1024;
-/// How often the server pings an idle client.
-const PING_EVERY: Duration = Duration::from_secs(30);
+/// Longest time between two pings, whatever the setting: a day.
+const MOST_BETWEEN_PINGS: Duration = Duration::from_secs(24 * 3600);
+/// Pings in a row a client may leave without a word before it is taken for gone.
+const UNANSWERED_PINGS: u32 = 2;
 
 /// What a websocket needs of the server beyond the pipeline.
 #[derive(Clone, Debug)]
 pub struct WsSettings {
     /// Time a client has to send `connection_init`.
     pub init_timeout: Duration,
+    /// How often a connection is pinged; one that sends nothing back for
+    /// [`UNANSWERED_PINGS`] of them in a row is dropped.
+    pub keep_alive: Duration,
     /// Most subscriptions running on one connection.
     pub max_subscriptions: usize,
     /// Most connections one token may hold open on this server: websockets, and event streams
@@ -176,6 +182,15 @@ impl Close {
     fn new(code: u16, reason: impl Into<String>) -> Close {
         Close(code, reason.into())
     }
+
+    /// The close of a connection whose token was not taken: 4403, unless the database could
+    /// not be read to check it, which is no word on the token: 1013, try again in a moment.
+    fn refused(rejection: Rejection) -> Close {
+        match rejection.stop {
+            Stop::Unavailable => Close::new(1013, rejection.message),
+            _ => Close::new(4403, format!("Forbidden: {}", rejection.message)),
+        }
+    }
 }
 
 /// What an operation hands the connection to send.
@@ -223,8 +238,19 @@ async fn serve(mut socket: WebSocket, start: Start) {
     let mut outputs: SelectAll<BoxStream<'static, (String, Out)>> = SelectAll::new();
     let init_deadline = tokio::time::sleep(session.start.app.ws.init_timeout);
     tokio::pin!(init_deadline);
-    let mut pings = tokio::time::interval(PING_EVERY);
+    let mut pings = tokio::time::interval(
+        session
+            .start
+            .app
+            .ws
+            .keep_alive
+            .clamp(Duration::from_millis(1), MOST_BETWEEN_PINGS),
+    );
     pings.tick().await;
+    // Pings sent since the client last sent anything: a client whose machine went away
+    // without a word (no close, no reset) holds its place among its token's connections until
+    // it is noticed, which the kernel alone takes a quarter of an hour to do.
+    let mut unanswered: u32 = 0;
     let ticket = session.start.ticket.clone();
     let stopping = async move {
         match ticket {
@@ -238,6 +264,7 @@ async fn serve(mut socket: WebSocket, start: Start) {
         let cut = session.cut();
         tokio::select! {
             message = incoming.next() => {
+                unanswered = 0;
                 let message = match message {
                     Some(Ok(message)) => message,
                     // Over the limit: said in the close, as RFC 6455 has it, where the
@@ -277,7 +304,17 @@ async fn serve(mut socket: WebSocket, start: Start) {
             }),
             () = expiry => break Some(Close::new(4403, "The token has expired")),
             _ = pings.tick() => {
-                if send_all(&mut sink, vec![text(json!({ "type": "ping" }))]).await.is_err() {
+                if unanswered >= UNANSWERED_PINGS {
+                    // Gone, as far as can be told: closed without a code or reason, since
+                    // nobody is there to read them (the reference server just drops it).
+                    tracing::debug!("a websocket answered none of its last pings: dropped");
+                    break None;
+                }
+                unanswered += 1;
+                // The protocol's ping, which its clients answer with `pong`, and the
+                // websocket's own, which any websocket client answers by itself.
+                let pings = vec![text(json!({ "type": "ping" })), Message::Ping(Default::default())];
+                if send_all(&mut sink, pings).await.is_err() {
                     break None;
                 }
             }
@@ -474,7 +511,7 @@ impl Session {
         let principal: Principal = pipeline
             .authenticate_token(token.as_deref())
             .await
-            .map_err(|rejection| Close::new(4403, format!("Forbidden: {}", rejection.message)))?;
+            .map_err(Close::refused)?;
         let ws = &self.start.app.ws;
         let Some(counted) = self
             .start
@@ -525,7 +562,7 @@ impl Session {
         let principal = pipeline
             .authenticate_token(Some(&acked.token))
             .await
-            .map_err(|rejection| Close::new(4403, format!("Forbidden: {}", rejection.message)))?;
+            .map_err(Close::refused)?;
         // What the connection's subscriptions read by (see `Connection::refresh`): with none
         // running, nothing reads by what it was, and it is just replaced.
         if !self.running.values().any(|r| r.follows) {
@@ -565,9 +602,27 @@ impl Session {
         let limit = self.start.app.request_timeout;
         let kind = prepared.kind();
         let single = futures_util::stream::once(async move {
-            let executed = tokio::time::timeout(limit, pipeline.execute(prepared, caller))
-                .await
-                .unwrap_or_else(|_| Err(Rejection::timed_out(limit, Some(kind))));
+            let run = async move {
+                tokio::time::timeout(limit, pipeline.execute(prepared, caller))
+                    .await
+                    .unwrap_or_else(|_| Err(Rejection::timed_out(limit, Some(kind))))
+            };
+            // A mutation runs to its end in a task of its own: the client's `complete`, or the
+            // connection's end, withholds its result, as the protocol says, and does not stop
+            // it half-way, with the root fields before the one stopped made and the rest not.
+            // Only its time limit stops it, as over HTTP.
+            let executed = if kind == OperationKind::Mutation {
+                tokio::spawn(run).await.unwrap_or_else(|failed| {
+                    tracing::error!(error = %failed, "a mutation's task over a websocket failed");
+                    Err(Rejection::new(
+                        Stop::Unavailable,
+                        code::INTERNAL_SERVER_ERROR,
+                        "Internal server error",
+                    ))
+                })
+            } else {
+                run.await
+            };
             let outs = match executed {
                 Ok(executed) if executed.ran => vec![Out::Next(executed.body), Out::Complete],
                 Ok(refused) => vec![Out::Error(errors_of(refused))],

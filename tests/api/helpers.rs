@@ -113,6 +113,12 @@ pub async fn hold_writes(url: &str, engine: Engine, table: &str) -> sqlx::AnyCon
 /// Returns once a connection to the PostgreSQL database at `url` waits on a lock (within 10
 /// s, or panics).
 pub async fn waits_on_a_lock(url: &str) {
+    wait_on_locks(url, 1).await;
+}
+
+/// Returns once `n` connections to the PostgreSQL database at `url` wait on a lock (within 10
+/// s, or panics).
+pub async fn wait_on_locks(url: &str, n: i64) {
     use sqlx::Connection;
     let mut probe = sqlx::AnyConnection::connect(url).await.expect("connect");
     let until = std::time::Instant::now() + Duration::from_secs(10);
@@ -124,12 +130,12 @@ pub async fn waits_on_a_lock(url: &str) {
         .fetch_one(&mut probe)
         .await
         .expect("look");
-        if waiting > 0 {
+        if waiting >= n {
             return;
         }
         assert!(
             std::time::Instant::now() < until,
-            "nothing waited on a lock"
+            "{waiting} waited on a lock, not {n}"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -667,7 +673,15 @@ pub fn node_clients() -> Option<std::path::PathBuf> {
         .is_ok_and(|out| out.status.success());
     let why = if !node {
         "node is not installed"
-    } else if !dir.join("node_modules/graphql-ws").is_dir() {
+    } else if [
+        "graphql-ws",
+        "graphql-sse",
+        "eventsource",
+        "standardwebhooks",
+    ]
+    .iter()
+    .any(|package| !dir.join("node_modules").join(package).is_dir())
+    {
         "tests/realtime/node_modules is missing (npm ci --prefix tests/realtime)"
     } else {
         return Some(dir);

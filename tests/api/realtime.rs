@@ -1466,6 +1466,149 @@ async fn pings_queries_mutations_and_errors_over_the_socket(#[case] engine: Engi
     ws.still_open(&app).await;
 }
 
+/// A mutation sent over the socket runs to its end whatever its client does meanwhile: a
+/// `complete` for it withholds its result (the protocol: "the result should not be sent
+/// through once it does"), and a connection closed does not stop it half-way. Both wait for
+/// the database's write lock, held beside the server, while their clients give up on them.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_mutation_runs_to_its_end_whatever_its_client_does(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let create = |first: &str| {
+        format!(
+            "mutation {{ createPatient(patientData: {{ first: \"{first}\", last: \"Held\" }}) {{ data {{ id }} error }} }}"
+        )
+    };
+    let mut told = Ws::connect(&app, &app.admin_token).await;
+    let mut cut = Ws::connect(&app, &app.admin_token).await;
+    let mut held = crate::helpers::hold_writes(&app.database_url, engine, "patients").await;
+    told.subscribe("m", &create("Completed"), json!({})).await;
+    cut.subscribe("m", &create("Closed"), json!({})).await;
+    match engine {
+        Engine::Postgres => crate::helpers::wait_on_locks(&app.database_url, 2).await,
+        // The file's lock is waited for inside SQLite, where nothing shows it.
+        Engine::Sqlite => tokio::time::sleep(Duration::from_millis(300)).await,
+    }
+    told.send(json!({ "id": "m", "type": "complete" })).await;
+    cut.close().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    sqlx::query("ROLLBACK")
+        .execute(&mut held)
+        .await
+        .expect("let go");
+    let made = settled(&app, &app.admin_token, None, 2).await;
+    assert_eq!(made.len(), 2, "both patients made: {made:?}");
+    let names = app
+        .ok("{ patients { data { firstName } } }", json!({}))
+        .await;
+    let mut names: Vec<&str> = names["patients"]["data"]
+        .as_array()
+        .expect("patients")
+        .iter()
+        .filter_map(|p| p["firstName"].as_str())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["Closed", "Completed"]);
+    // The result of the one its client completed is not sent.
+    assert!(
+        told.frame_within(Duration::from_millis(500))
+            .await
+            .is_none(),
+        "nothing after the client's complete"
+    );
+    told.still_open(&app).await;
+}
+
+/// A token the database cannot be read to check, at `connection_init`, closes the connection
+/// with 1013 (try again in a moment), not 4403: the token was not refused, and a client told
+/// 4403 would sign its user out. The same token connects once the database is back.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_token_that_cannot_be_checked_at_init_closes_with_1013(#[case] engine: Engine) {
+    use sqlx::Connection as _;
+    let app = spawn!(engine);
+    // Never presented yet: no instance holds it in memory.
+    let (_, token) = api_token(&app, &["patients:read"], None).await;
+    let mut outside = sqlx::AnyConnection::connect(&app.database_url)
+        .await
+        .expect("connect");
+    let rename = |from: &str, to: &str| format!("ALTER TABLE {from} RENAME TO {to}");
+    sqlx::query(sqlx::AssertSqlSafe(rename("tokens", "tokens_away")))
+        .execute(&mut outside)
+        .await
+        .expect("rename");
+    let mut ws = Ws::open(&app, true, None).await;
+    ws.init(&token).await;
+    let closed = ws.frame().await;
+    sqlx::query(sqlx::AssertSqlSafe(rename("tokens_away", "tokens")))
+        .execute(&mut outside)
+        .await
+        .expect("rename back");
+    match closed {
+        Frame::Closed(code, reason) => assert_eq!(code, 1013, "{reason}"),
+        Frame::Message(message) => panic!("expected the close, got {message}"),
+    }
+    Ws::connect(&app, &token).await.still_open(&app).await;
+}
+
+/// A client that sends nothing back for two pings in a row (its machine gone without a word:
+/// here, one that reads nothing, so answers nothing) is dropped, and its place among its
+/// token's connections is free again; one that answers stays, however long it is quiet.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_client_that_answers_no_ping_is_dropped(#[case] engine: Engine) {
+    let app = spawn!(
+        engine,
+        ServeConfig {
+            ws_keep_alive: Duration::from_millis(300),
+            max_websockets_per_token: 1,
+            ..test_config()
+        }
+    );
+    let token = app.token(&["patients:read"]).await;
+    let mut answering = Ws::connect(&app, &app.admin_token).await;
+    let mut silent = Ws::connect(&app, &token).await;
+    // The answering one reads, and so answers each ping, for five of them; the silent one
+    // reads nothing meanwhile.
+    assert!(
+        answering
+            .frame_within(Duration::from_millis(1500))
+            .await
+            .is_none(),
+        "nothing but pings"
+    );
+    // What reached the silent one: the pings, then the end, with no close code.
+    let mut pings = 0;
+    let until = Instant::now() + WAIT;
+    let end = loop {
+        match tokio::time::timeout_at(until, silent.socket.next()).await {
+            Ok(Some(Ok(Message::Text(text)))) => {
+                let message: Value = serde_json::from_str(text.as_str()).expect("JSON");
+                assert_eq!(message["type"], "ping", "{message}");
+                pings += 1;
+            }
+            Ok(Some(Ok(Message::Ping(_) | Message::Pong(_)))) => {}
+            Ok(Some(Ok(Message::Close(Some(frame))))) => {
+                panic!("no close code for a client gone: {frame:?}")
+            }
+            // A close without a code, or the end of the stream (the pongs the client's library
+            // sends as it reads the pings find the socket shut).
+            Ok(other) => break format!("{other:?}"),
+            Err(_) => panic!("still open after {pings} pings unanswered"),
+        }
+    };
+    assert!(pings >= 2, "{pings} pings before the end: {end}");
+    answering.still_open(&app).await;
+    // Its token's one place is free again.
+    Ws::connect(&app, &token).await.still_open(&app).await;
+}
+
 // A bad argument to the subscription (an unknown event type, a malformed `after`) is an
 // `error` message, not a `next` with errors.
 #[rstest]
@@ -2520,6 +2663,48 @@ async fn subscriptions_and_queries_run_over_server_sent_events(#[case] engine: E
         Some(json!({ "complete": true }))
     );
     assert_ne!(seed, kept);
+}
+
+/// A browser's `EventSource` (the npm eventsource package, which parses a stream as the HTML
+/// specification says) is told `complete`: the event carries the empty `data` field the
+/// protocol asks for. Without it an EventSource dispatches no event, sees the stream end, and
+/// connects again, running the operation once more.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn an_event_source_is_told_complete(#[case] engine: Engine) {
+    let app = spawn!(engine);
+    let Some(dir) = node_clients() else {
+        return;
+    };
+    let mut child = tokio::process::Command::new("node")
+        .arg(dir.join("eventsource.mjs"))
+        .args([
+            app.url.as_str(),
+            app.admin_token.as_str(),
+            "{ currentPractice { id } }",
+        ])
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run node tests/realtime/eventsource.mjs");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut source = NodeSubscriber {
+        _child: child,
+        lines: BufReader::new(stdout).lines(),
+    };
+    let result = source.line_within(WAIT).await.expect("a result");
+    assert_eq!(
+        result["next"]["data"]["currentPractice"]["id"],
+        json!(app.practice_id),
+        "{result}"
+    );
+    assert_eq!(
+        source.line_within(WAIT).await,
+        Some(json!({ "complete": "" })),
+        "the complete event, dispatched with its empty data"
+    );
 }
 
 /// A subscription over Server-Sent Events whose connection reaches its age ends with a last
