@@ -211,7 +211,7 @@ pub struct ServeConfig {
         long,
         env = "PRACTICE_WS_KEEP_ALIVE",
         default_value = "30s",
-        value_parser = parse_duration
+        value_parser = at_least_a_second
     )]
     pub ws_keep_alive: Duration,
 
@@ -445,6 +445,16 @@ fn at_least_one(text: &str) -> Result<usize, String> {
 }
 
 /// Parses a duration such as `12h`, `15m`, `30s`, `500ms`.
+/// A duration of a second or more: shorter, a ping would go before a client far away could
+/// answer the last.
+fn at_least_a_second(text: &str) -> Result<Duration, String> {
+    let duration = parse_duration(text)?;
+    if duration < Duration::from_secs(1) {
+        return Err(format!("{text:?} is shorter than a second"));
+    }
+    Ok(duration)
+}
+
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let duration = humantime::parse_duration(text.trim())
         .map_err(|e| format!("{text:?} is not a duration such as 12h, 15m or 30s: {e}"))?;

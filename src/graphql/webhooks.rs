@@ -168,7 +168,7 @@ fn url(ctx: &Context<'_>, url: &str) -> Result<String> {
     let allow_private = ctx
         .data::<ApiSettings>()
         .is_ok_and(|settings| settings.webhook_allow_private);
-    address::check_url(url.trim(), allow_private)
+    address::check_new_url(url.trim(), allow_private)
         .map(|url| url.to_string())
         .map_err(bad_input)
 }
@@ -234,9 +234,9 @@ impl WebhookQueries {
     }
 
     /// The deliveries of a subscription, newest first, with every attempt: the delivery log.
-    /// Needs `webhooks:read`; lists only the deliveries of event types the caller may read
-    /// (`patient.*` needs `patients:read`, `booking.*` `bookings:read`, `label.*`
-    /// `labels:read`), as the feed of events does, and is FORBIDDEN when it may read none.
+    /// Needs `webhooks:read`; lists only the deliveries of event types the caller may read in
+    /// the feed of events (`events`: each type needs its resource's read permission, e.g.
+    /// `patient.*` `patients:read`), and is FORBIDDEN when it may read none.
     async fn webhook_deliveries(
         &self,
         ctx: &Context<'_>,

@@ -37,10 +37,12 @@ use axum::extract::FromRequestParts;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
+use futures_util::future::BoxFuture;
 use futures_util::stream::{AbortHandle, BoxStream, SelectAll};
-use futures_util::{SinkExt, StreamExt};
+use futures_util::{FutureExt, SinkExt, StreamExt};
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use super::reply::{MediaType, Reply};
 use super::server::Ticket;
@@ -246,6 +248,9 @@ async fn serve(mut socket: WebSocket, start: Start) {
             .keep_alive
             .clamp(Duration::from_millis(1), MOST_BETWEEN_PINGS),
     );
+    // A loop held up (a slow client's writes, the database) pings once when it is free again,
+    // not once for each interval missed, which would leave the client no time to answer.
+    pings.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     pings.tick().await;
     // Pings sent since the client last sent anything: a client whose machine went away
     // without a word (no close, no reset) holds its place among its token's connections until
@@ -601,18 +606,30 @@ impl Session {
         // A query or mutation: one result, then complete.
         let limit = self.start.app.request_timeout;
         let kind = prepared.kind();
-        let single = futures_util::stream::once(async move {
-            let run = async move {
-                tokio::time::timeout(limit, pipeline.execute(prepared, caller))
-                    .await
-                    .unwrap_or_else(|_| Err(Rejection::timed_out(limit, Some(kind))))
-            };
-            // A mutation runs to its end in a task of its own: the client's `complete`, or the
-            // connection's end, withholds its result, as the protocol says, and does not stop
-            // it half-way, with the root fields before the one stopped made and the rest not.
-            // Only its time limit stops it, as over HTTP.
-            let executed = if kind == OperationKind::Mutation {
-                tokio::spawn(run).await.unwrap_or_else(|failed| {
+        let run = async move {
+            tokio::time::timeout(limit, pipeline.execute(prepared, caller))
+                .await
+                .unwrap_or_else(|_| Err(Rejection::timed_out(limit, Some(kind))))
+        };
+        // A mutation runs to its end in a task of its own, started here, as its `subscribe` is
+        // read: the client's `complete`, or the connection's end, whenever they come, withhold
+        // its result, as the protocol says, and do not stop it half-way, with the root fields
+        // before the one stopped made and the rest not. The task holds the connection's place,
+        // so that a server told to stop waits for it as for a request in flight. Its time
+        // limit still stops it. A query is dropped with its client.
+        let outcome: BoxFuture<'static, Result<Executed, Rejection>> = if kind
+            == OperationKind::Mutation
+        {
+            let place = self.start.ticket.clone();
+            let task = tokio::spawn(
+                async move {
+                    let _place = place;
+                    run.await
+                }
+                .in_current_span(),
+            );
+            async move {
+                task.await.unwrap_or_else(|failed| {
                     tracing::error!(error = %failed, "a mutation's task over a websocket failed");
                     Err(Rejection::new(
                         Stop::Unavailable,
@@ -620,9 +637,13 @@ impl Session {
                         "Internal server error",
                     ))
                 })
-            } else {
-                run.await
-            };
+            }
+            .boxed()
+        } else {
+            run.boxed()
+        };
+        let single = futures_util::stream::once(async move {
+            let executed = outcome.await;
             let outs = match executed {
                 Ok(executed) if executed.ran => vec![Out::Next(executed.body), Out::Complete],
                 Ok(refused) => vec![Out::Error(errors_of(refused))],

@@ -1483,11 +1483,24 @@ async fn a_mutation_runs_to_its_end_whatever_its_client_does(#[case] engine: Eng
     };
     let mut told = Ws::connect(&app, &app.admin_token).await;
     let mut cut = Ws::connect(&app, &app.admin_token).await;
+    let mut told_at_once = Ws::connect(&app, &app.admin_token).await;
+    let mut cut_at_once = Ws::connect(&app, &app.admin_token).await;
     let mut held = crate::helpers::hold_writes(&app.database_url, engine, "patients").await;
     told.subscribe("m", &create("Completed"), json!({})).await;
     cut.subscribe("m", &create("Closed"), json!({})).await;
+    // Given up on as soon as sent: the `complete`, or the close, right behind the `subscribe`.
+    told_at_once
+        .subscribe("m", &create("CompletedAtOnce"), json!({}))
+        .await;
+    told_at_once
+        .send(json!({ "id": "m", "type": "complete" }))
+        .await;
+    cut_at_once
+        .subscribe("m", &create("ClosedAtOnce"), json!({}))
+        .await;
+    cut_at_once.close().await;
     match engine {
-        Engine::Postgres => crate::helpers::wait_on_locks(&app.database_url, 2).await,
+        Engine::Postgres => crate::helpers::wait_on_locks(&app.database_url, 4).await,
         // The file's lock is waited for inside SQLite, where nothing shows it.
         Engine::Sqlite => tokio::time::sleep(Duration::from_millis(300)).await,
     }
@@ -1498,8 +1511,8 @@ async fn a_mutation_runs_to_its_end_whatever_its_client_does(#[case] engine: Eng
         .execute(&mut held)
         .await
         .expect("let go");
-    let made = settled(&app, &app.admin_token, None, 2).await;
-    assert_eq!(made.len(), 2, "both patients made: {made:?}");
+    let made = settled(&app, &app.admin_token, None, 4).await;
+    assert_eq!(made.len(), 4, "every patient made: {made:?}");
     let names = app
         .ok("{ patients { data { firstName } } }", json!({}))
         .await;
@@ -1510,15 +1523,18 @@ async fn a_mutation_runs_to_its_end_whatever_its_client_does(#[case] engine: Eng
         .filter_map(|p| p["firstName"].as_str())
         .collect();
     names.sort_unstable();
-    assert_eq!(names, ["Closed", "Completed"]);
-    // The result of the one its client completed is not sent.
-    assert!(
-        told.frame_within(Duration::from_millis(500))
-            .await
-            .is_none(),
-        "nothing after the client's complete"
+    assert_eq!(
+        names,
+        ["Closed", "ClosedAtOnce", "Completed", "CompletedAtOnce"]
     );
-    told.still_open(&app).await;
+    // The result of an operation its client completed is not sent.
+    for ws in [&mut told, &mut told_at_once] {
+        assert!(
+            ws.frame_within(Duration::from_millis(500)).await.is_none(),
+            "nothing after the client's complete"
+        );
+        ws.still_open(&app).await;
+    }
 }
 
 /// A token the database cannot be read to check, at `connection_init`, closes the connection
@@ -1566,7 +1582,7 @@ async fn a_client_that_answers_no_ping_is_dropped(#[case] engine: Engine) {
     let app = spawn!(
         engine,
         ServeConfig {
-            ws_keep_alive: Duration::from_millis(300),
+            ws_keep_alive: Duration::from_millis(500),
             max_websockets_per_token: 1,
             ..test_config()
         }
@@ -1574,20 +1590,30 @@ async fn a_client_that_answers_no_ping_is_dropped(#[case] engine: Engine) {
     let token = app.token(&["patients:read"]).await;
     let mut answering = Ws::connect(&app, &app.admin_token).await;
     let mut silent = Ws::connect(&app, &token).await;
-    // The answering one reads, and so answers each ping, for five of them; the silent one
-    // reads nothing meanwhile.
-    assert!(
-        answering
-            .frame_within(Duration::from_millis(1500))
-            .await
-            .is_none(),
-        "nothing but pings"
-    );
+    // The silent one reads nothing, and so answers nothing, until its token's one place is
+    // free again; the answering one reads, and so answers each ping, all the while.
+    let until = Instant::now() + WAIT;
+    let mut again = loop {
+        assert!(
+            answering
+                .frame_within(Duration::from_millis(100))
+                .await
+                .is_none(),
+            "nothing but pings"
+        );
+        let mut again = Ws::open(&app, true, None).await;
+        again.init(&token).await;
+        match again.frame().await {
+            Frame::Message(message) if message["type"] == "connection_ack" => break again,
+            Frame::Closed(4403, _) if Instant::now() < until => {}
+            Frame::Closed(4403, reason) => panic!("the silent one still holds its place: {reason}"),
+            unexpected => panic!("{unexpected:?}"),
+        }
+    };
     // What reached the silent one: the pings, then the end, with no close code.
     let mut pings = 0;
-    let until = Instant::now() + WAIT;
     let end = loop {
-        match tokio::time::timeout_at(until, silent.socket.next()).await {
+        match tokio::time::timeout(WAIT, silent.socket.next()).await {
             Ok(Some(Ok(Message::Text(text)))) => {
                 let message: Value = serde_json::from_str(text.as_str()).expect("JSON");
                 assert_eq!(message["type"], "ping", "{message}");
@@ -1600,13 +1626,12 @@ async fn a_client_that_answers_no_ping_is_dropped(#[case] engine: Engine) {
             // A close without a code, or the end of the stream (the pongs the client's library
             // sends as it reads the pings find the socket shut).
             Ok(other) => break format!("{other:?}"),
-            Err(_) => panic!("still open after {pings} pings unanswered"),
+            Err(_) => panic!("no end after {pings} pings"),
         }
     };
     assert!(pings >= 2, "{pings} pings before the end: {end}");
     answering.still_open(&app).await;
-    // Its token's one place is free again.
-    Ws::connect(&app, &token).await.still_open(&app).await;
+    again.still_open(&app).await;
 }
 
 // A bad argument to the subscription (an unknown event type, a malformed `after`) is an
