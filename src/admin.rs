@@ -518,7 +518,9 @@ const LABELS: &[(&str, &str)] = &[
 
 /// `demo [--patients N]`: fills a practice with realistic demo data: labels, staff and
 /// patients (deterministic, but for ids and the staff's password). Refused for a practice
-/// that has patients: demo data is for a practice that is empty, never mixed with a clinic's.
+/// that has patients, labels or staff: demo data is for a practice that is empty, never mixed
+/// with a clinic's (nor with an earlier demo's, whose staff a second run would not make again,
+/// and whose password it would print for nobody).
 /// `starting` is called once the practice is found empty, before the work: a refusal is then
 /// its one line, with no word of work before it.
 pub async fn demo(
@@ -528,10 +530,10 @@ pub async fn demo(
     starting: impl FnOnce(),
 ) -> AdminResult<DemoSummary> {
     let practice = as_operator(store, practice_id, "demo");
-    if practice.has_patients().await? {
+    if practice.has_patients_labels_or_staff().await? {
         return Err(invalid(
-            "the practice already has patients: demo data goes into an empty practice (make \
-             one with `practice create` and pass --practice)",
+            "the practice already has patients, labels or staff: demo data goes into an empty \
+             practice (make one with `practice create` and pass --practice)",
         ));
     }
     starting();

@@ -14,9 +14,11 @@ use crate::store::PoolSettings;
 #[derive(Args, Clone, Debug)]
 pub struct DatabaseConfig {
     /// Database URL: sqlite://FILE (created if missing) or postgres://USER@HOST/DB.
+    // Its value in the environment is not shown by --help: it may hold a password.
     #[arg(
         long = "database",
         env = "PRACTICE_DATABASE_URL",
+        hide_env_values = true,
         default_value = "sqlite://practice.db",
         global = true
     )]

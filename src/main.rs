@@ -176,15 +176,15 @@ static JSON_LOGS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
 /// JSON. Not filtered by PRACTICE_LOG: it is what the command has to say.
 macro_rules! say {
     ($($arg:tt)*) => {
-        say_line(&format!($($arg)*))
+        say_line("INFO", &format!($($arg)*))
     };
 }
 
-fn say_line(message: &str) {
+fn say_line(level: &str, message: &str) {
     let line = if *JSON_LOGS.get().unwrap_or(&false) {
         serde_json::json!({
             "timestamp": chrono::Utc::now().to_rfc3339(),
-            "level": "INFO",
+            "level": level,
             "fields": { "message": message },
             "target": "practice_api",
         })
@@ -192,7 +192,37 @@ fn say_line(message: &str) {
     } else {
         message.to_string()
     };
-    eprintln!("{line}");
+    to_stderr(&line);
+}
+
+/// A line on stderr. A stderr that cannot be written (its reader gone) loses the line, rather
+/// than stopping the command with a panic, as `eprintln!` would.
+fn to_stderr(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
+/// `println!` for what scripts read (ids, secrets, lists, the schema), returning from the
+/// command on a failure to write. A reader that has gone (`| head`, `| grep -q`) wanted no
+/// more: the output ends there, and the command does not fail, where `println!` would stop it
+/// with a panic.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        write_out(&format!("{}\n", format_args!($($arg)*)))?
+    };
+}
+
+fn write_out(text: &str) -> Result<(), String> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(format!("cannot write to stdout: {e}")),
+    }
 }
 
 /// mimalloc rather than the system's allocator: a GraphQL request makes thousands of small
@@ -234,10 +264,36 @@ unsafe fn tune_allocator() {
     unsafe { libmimalloc_sys::mi_option_set_default(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) }
 }
 
+/// Forgets every `PRACTICE_*` variable set to blanks only, so that it counts as unset and its
+/// default holds, as a deployment's template that leaves a variable empty means: clap would
+/// take the empty text as the value, and refuse it (`PRACTICE_METRICS_LISTEN=` would stop
+/// `serve`, though unset it means "not served").
+///
+/// # Safety
+///
+/// No other thread may be running: the environment is read without a lock elsewhere (by C
+/// code such as getaddrinfo), which a change beside it could meet half-made.
+unsafe fn forget_blank_settings() {
+    let blank: Vec<std::ffi::OsString> = std::env::vars_os()
+        .filter(|(key, value)| {
+            key.to_str().is_some_and(|k| k.starts_with("PRACTICE_"))
+                && value.to_str().is_some_and(|v| v.trim().is_empty())
+        })
+        .map(|(key, _)| key)
+        .collect();
+    for key in blank {
+        // SAFETY: the caller guarantees that no other thread runs.
+        unsafe { std::env::remove_var(key) };
+    }
+}
+
 fn main() -> ExitCode {
-    // SAFETY: the first thing `main` does, before the runtime or anything else of ours starts a
-    // thread.
-    unsafe { tune_allocator() };
+    // SAFETY: the first things `main` does, before the runtime or anything else of ours starts
+    // a thread.
+    unsafe {
+        tune_allocator();
+        forget_blank_settings();
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
@@ -246,25 +302,25 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            eprintln!("{} (see --help)", one_line(&e));
+            to_stderr(&format!("{} (see --help)", one_line(&e)));
             return ExitCode::from(2);
         }
     };
     if let Err(message) = init_logging() {
-        eprintln!("error: {message}");
+        to_stderr(&format!("error: {message}"));
         return ExitCode::from(2);
     }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            to_stderr(&format!("error: cannot start the async runtime: {e}"));
             return ExitCode::FAILURE;
         }
     };
     match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
-            eprintln!("error: {message}");
+            say_line("ERROR", &format!("error: {message}"));
             ExitCode::FAILURE
         }
     }
@@ -302,6 +358,10 @@ async fn run(cli: Cli) -> Result<(), String> {
         return print_schema();
     }
     let url = &cli.database.url;
+    if let Command::Backup { .. } = cli.command {
+        // Of a database that is there: opening a mistyped file would make it, empty.
+        store::backup_source(url).map_err(|e| e.to_string())?;
+    }
     let store = Store::open(url, &cli.database.pool())
         .await
         .map_err(|e| format!("{} ({})", e, redact_url(url)))?;
@@ -327,7 +387,7 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
         Command::Practice(PracticeCommand::Create { name }) => {
             let practice = admin::create_practice(store, &name).await.map_err(fail)?;
             say!("created practice {:?}", practice.name);
-            println!("{}", practice.id);
+            out!("{}", practice.id);
             Ok(())
         }
         Command::User(UserCommand::Create {
@@ -365,7 +425,7 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
                 user.email,
                 practice.name
             );
-            println!("{}", user.id);
+            out!("{}", user.id);
             Ok(())
         }
         Command::User(UserCommand::List { practice }) => {
@@ -380,7 +440,7 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
             );
             for user in users {
                 let state = if user.is_disabled() { "\tdisabled" } else { "" };
-                println!(
+                out!(
                     "{}\t{}\t{}\t{}{state}",
                     user.id,
                     user.email,
@@ -428,7 +488,7 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
                 user.email,
                 tokens_revoked(revoke_tokens)
             );
-            println!("{token}");
+            out!("{token}");
             Ok(())
         }
         Command::Token(TokenCommand::Create {
@@ -455,7 +515,7 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
                 token.name,
                 practice.name
             );
-            println!("{secret}");
+            out!("{secret}");
             Ok(())
         }
         Command::Token(TokenCommand::List { practice }) => {
@@ -471,7 +531,7 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
             };
             let now = chrono::Utc::now().timestamp_millis();
             for t in tokens {
-                println!(
+                out!(
                     "{}\t{}\t{}\tcreated {}\tlast used {}\texpires {}\t{}",
                     t.id,
                     t.name,
@@ -518,7 +578,7 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
             for (email, role) in summary.staff {
                 say!("  {email} ({role})");
             }
-            println!("{}", summary.password);
+            out!("{}", summary.password);
             Ok(())
         }
     }
@@ -591,8 +651,10 @@ fn init_logging() -> Result<(), String> {
         }
         _ => EnvFilter::new("info,sqlx::postgres::notice=warn"),
     };
+    // Colours for a person at a terminal only: in a file or a pipe, escape codes are noise.
     let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(filter);
     match std::env::var("PRACTICE_LOG_FORMAT").as_deref() {
         Err(_) | Ok("text") | Ok("") => builder.init(),
@@ -614,8 +676,7 @@ fn init_logging() -> Result<(), String> {
 }
 
 fn print_schema() -> Result<(), String> {
-    print!("{}", graphql::sdl());
-    Ok(())
+    write_out(&graphql::sdl())
 }
 
 /// The password for `user create`: from stdin with --password-stdin, else PRACTICE_PASSWORD.
@@ -660,8 +721,21 @@ async fn serve(store: store::Store, config: ServeConfig) -> Result<(), String> {
     Ok(())
 }
 
-/// Completes on Ctrl-C or SIGTERM.
+/// The first SIGTERM or Ctrl-C: the server stops taking connections and answers the requests
+/// in flight before it exits (cli.md). A second one while it does stops it at once, with exit
+/// status 130, for an operator who will not wait out those requests (up to
+/// PRACTICE_REQUEST_TIMEOUT): as after a crash, what was not committed is not there.
 async fn shutdown_signal() {
+    signalled().await;
+    tokio::spawn(async {
+        signalled().await;
+        say!("stopped at once: a second signal, with requests in flight");
+        std::process::exit(130);
+    });
+}
+
+/// SIGTERM or SIGINT (Ctrl-C).
+async fn signalled() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };

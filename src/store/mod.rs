@@ -278,6 +278,32 @@ pub struct Handles {
     journal: Option<std::sync::Arc<journal::Journal>>,
 }
 
+/// How a PostgreSQL database is backed up.
+const PG_DUMP: &str = "a PostgreSQL database is backed up with its own tool: pg_dump \
+                       --format=custom --file=FILE DATABASE_URL (and restored with pg_restore)";
+
+/// For `backup`, before the database is opened: an error unless `url` names an SQLite file
+/// that is there (opening a mistyped name would make it, and the copy would be of an empty
+/// database), and, for PostgreSQL, what backs it up instead.
+pub fn backup_source(url: &str) -> StoreResult<()> {
+    match Engine::from_url(url)? {
+        Engine::Postgres => Err(StoreError::Config(PG_DUMP.into())),
+        Engine::Sqlite => {
+            let rest = url.trim_start_matches("sqlite:");
+            let rest = rest.strip_prefix("//").unwrap_or(rest);
+            let path = rest.split('?').next().unwrap_or(rest);
+            if path.is_empty() || path == ":memory:" || std::path::Path::new(path).is_file() {
+                Ok(())
+            } else {
+                Err(StoreError::Config(format!(
+                    "there is no SQLite database at {path:?}: give the --database (or \
+                     PRACTICE_DATABASE_URL) of the one to back up"
+                )))
+            }
+        }
+    }
+}
+
 impl Store {
     /// Connects to the database at `url`, creating an SQLite file if there is none, and applies
     /// pending migrations.
@@ -533,11 +559,7 @@ impl Store {
                     .await?;
                 number_events_on_from_far_ahead(path).await
             }
-            Engine::Postgres => Err(StoreError::Config(
-                "a PostgreSQL database is backed up with its own tool: pg_dump --format=custom \
-                 --file=FILE DATABASE_URL (and restored with pg_restore)"
-                    .into(),
-            )),
+            Engine::Postgres => Err(StoreError::Config(PG_DUMP.into())),
         }
     }
 

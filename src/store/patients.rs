@@ -383,14 +383,18 @@ impl PracticeStore<'_> {
         Ok(Some((patient, labels)))
     }
 
-    /// True when the practice has a patient, deleted and archived ones included.
-    pub async fn has_patients(&self) -> StoreResult<bool> {
-        let found: Option<(String,)> =
-            sqlx::query_as("SELECT id FROM patients WHERE practice_id = $1 LIMIT 1")
-                .bind(self.practice_id)
-                .fetch_optional(self.read())
-                .await?;
-        Ok(found.is_some())
+    /// True when the practice has a patient (deleted and archived ones included), a label or a
+    /// staff user: what demo data would be mixed with.
+    pub async fn has_patients_labels_or_staff(&self) -> StoreResult<bool> {
+        let (found,): (i64,) = sqlx::query_as(
+            "SELECT CASE WHEN EXISTS (SELECT 1 FROM patients WHERE practice_id = $1) \
+             OR EXISTS (SELECT 1 FROM labels WHERE practice_id = $1) \
+             OR EXISTS (SELECT 1 FROM users WHERE practice_id = $1) THEN 1 ELSE 0 END",
+        )
+        .bind(self.practice_id)
+        .fetch_one(self.read())
+        .await?;
+        Ok(found != 0)
     }
 
     /// The patients with these ids that the viewer sees, by id (ids the practice does not

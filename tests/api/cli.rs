@@ -604,6 +604,107 @@ async fn demo_fills_a_practice(#[case] engine: Engine) {
         stderr(&again)
     );
     assert!(again.stdout.is_empty());
+    // Nor into one an earlier demo filled without patients: its labels and staff are there,
+    // and a second run would print a password that is nobody's.
+    let other = last_line(&cli.run(&["practice", "create", "--name", "Empty demo"]));
+    let first = cli.run(&["demo", "--patients", "0", "--practice", &other]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let second = cli.run(&["demo", "--patients", "0", "--practice", &other]);
+    assert!(!second.status.success(), "{}", stdout(&second));
+    assert!(
+        stderr(&second).contains("already has patients, labels or staff"),
+        "{}",
+        stderr(&second)
+    );
+    assert!(second.stdout.is_empty(), "no password for nobody");
+}
+
+/// `--help` shows where each setting comes from, but not the database URL's value in the
+/// environment: it may hold a password.
+#[test]
+fn help_shows_no_password_from_the_environment() {
+    let cli = Cli::new();
+    for args in [&["--help"][..], &["serve", "--help"], &["backup", "--help"]] {
+        let output = cli
+            .command(args)
+            .env(
+                "PRACTICE_DATABASE_URL",
+                "postgres://clinic:s3cret-pw@db.example/clinic",
+            )
+            .output()
+            .expect("run");
+        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+        let text = stdout(&output) + &stderr(&output);
+        assert!(text.contains("PRACTICE_DATABASE_URL"), "{args:?}: {text}");
+        assert!(!text.contains("s3cret-pw"), "{args:?}: {text}");
+    }
+}
+
+/// Output read by a reader that goes away (`| head`, `| grep -q`) ends there: the command
+/// succeeds, with no panic on stderr. The schema is longer than a pipe holds, so its writer
+/// meets the closed pipe.
+#[test]
+fn a_reader_that_goes_away_ends_the_output_not_the_command() {
+    use std::io::Read;
+    let cli = Cli::new();
+    let mut child = cli
+        .command(&["schema"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut out = child.stdout.take().expect("stdout");
+    let mut start = [0u8; 16];
+    out.read_exact(&mut start).expect("the schema's start");
+    drop(out);
+    let output = child.wait_with_output().expect("wait");
+    let err = stderr(&output);
+    assert!(output.status.success(), "{}: {err}", output.status);
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+/// A `PRACTICE_*` variable set to nothing, as a deployment's template leaves one, is unset:
+/// its default holds, where clap took "" for the value and refused it.
+#[test]
+fn a_setting_left_blank_in_the_environment_is_its_default() {
+    let cli = Cli::new();
+    let output = cli
+        .command(&["migrate"])
+        .env("PRACTICE_DB_MAX_CONNECTIONS", "")
+        .env("PRACTICE_DB_ACQUIRE_TIMEOUT", " ")
+        .output()
+        .expect("run");
+    assert!(output.status.success(), "{}", stderr(&output));
+}
+
+/// `backup` of a database that is not there is refused, without making it: a mistyped name
+/// made an empty database and backed it up, with success. On PostgreSQL it says to use
+/// pg_dump, without connecting first.
+#[test]
+fn a_backup_of_a_database_that_is_not_there_is_refused() {
+    let cli = Cli::new();
+    let output = cli.run(&[
+        "--database",
+        "sqlite://typo.db",
+        "backup",
+        "--to",
+        "copy.db",
+    ]);
+    assert!(!output.status.success(), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(err.contains("no SQLite database at \"typo.db\""), "{err}");
+    assert!(!cli.dir.path().join("typo.db").exists(), "made: {err}");
+    assert!(!cli.dir.path().join("copy.db").exists(), "copied: {err}");
+    let output = cli.run(&[
+        "--database",
+        "postgres://postgres@127.0.0.1:1/nothing",
+        "backup",
+        "--to",
+        "copy.db",
+    ]);
+    assert!(!output.status.success());
+    let err = stderr(&output);
+    assert!(err.contains("pg_dump"), "{err}");
 }
 
 /// Starts `practice-api serve` on a free port; returns the child and its GraphQL URL.
@@ -912,21 +1013,22 @@ async fn a_server_stopped_leaves_no_journal_of_reads_behind() {
     assert_eq!(reads, 2, "{trail}");
 }
 
-/// A request in flight when the server is told to stop (SIGTERM) is answered before it
-/// exits, as cli.md asks: here a write held up by a lock another connection holds (on the
-/// labels on PostgreSQL, on the file on SQLite) until after the signal.
-#[rstest]
-#[case::sqlite(Engine::Sqlite)]
-#[case::postgres(Engine::Postgres)]
-#[tokio::test]
-async fn a_request_in_flight_is_answered_before_the_server_stops(#[case] engine: Engine) {
-    let cli = cli!(engine);
+/// A server with a request in flight: a write held up by a lock another connection holds (on
+/// the labels on PostgreSQL, on the file on SQLite), until the connection returned rolls back;
+/// the request's answer comes through the task.
+async fn a_request_held_in_flight(
+    cli: &Cli,
+    engine: Engine,
+) -> (
+    Stopped,
+    sqlx::AnyConnection,
+    tokio::task::JoinHandle<serde_json::Value>,
+) {
     let token = last_line(&cli.run(&["token", "create", "--name", "t", "--permission", "*"]));
     // The server says when it starts on a request (tower-http's trace, at debug).
     let (server, url, said) =
-        start_server_watched(&cli, &[("PRACTICE_LOG", "info,tower_http=debug")]);
-    let mut server = Stopped(server);
-    let mut other = crate::helpers::hold_writes(&cli.database_url(), engine, "labels").await;
+        start_server_watched(cli, &[("PRACTICE_LOG", "info,tower_http=debug")]);
+    let other = crate::helpers::hold_writes(&cli.database_url(), engine, "labels").await;
     let client = reqwest::Client::new();
     let writing = tokio::spawn(async move {
         post(
@@ -944,6 +1046,8 @@ async fn a_request_in_flight_is_answered_before_the_server_stops(#[case] engine:
         while let Ok(line) =
             said.recv_timeout(until.saturating_duration_since(std::time::Instant::now()))
         {
+            // Logs written to a pipe have no colours' escape codes.
+            assert!(!line.contains('\u{1b}'), "an escape code in {line:?}");
             if line.contains("started processing request") {
                 return true;
             }
@@ -957,12 +1061,28 @@ async fn a_request_in_flight_is_answered_before_the_server_stops(#[case] engine:
     if engine == Engine::Postgres {
         crate::helpers::waits_on_a_lock(&cli.database_url()).await;
     }
-    let pid = server.0.id().to_string();
+    (Stopped(server), other, writing)
+}
+
+/// Sends `signal` (TERM, INT) to the server.
+fn signal(server: &Stopped, signal: &str) {
     let sent = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
+        .args([&format!("-{signal}"), &server.0.id().to_string()])
         .status()
         .expect("kill");
     assert!(sent.success());
+}
+
+/// A request in flight when the server is told to stop (SIGTERM) is answered before it
+/// exits, as cli.md asks.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_request_in_flight_is_answered_before_the_server_stops(#[case] engine: Engine) {
+    let cli = cli!(engine);
+    let (mut server, mut other, writing) = a_request_held_in_flight(&cli, engine).await;
+    signal(&server, "TERM");
     // It waits for the request rather than stopping.
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert!(
@@ -980,6 +1100,40 @@ async fn a_request_in_flight_is_answered_before_the_server_stops(#[case] engine:
     );
     let status = server.0.wait().expect("wait");
     assert!(status.success(), "stopped: {status}");
+}
+
+/// A second signal while the server waits for its requests in flight stops it at once (exit
+/// status 130): an operator's second Ctrl-C is not ignored for as long as a request may run.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_second_signal_stops_the_server_at_once(#[case] engine: Engine) {
+    let cli = cli!(engine);
+    let (mut server, mut other, _writing) = a_request_held_in_flight(&cli, engine).await;
+    signal(&server, "TERM");
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(
+        server.0.try_wait().expect("look").is_none(),
+        "the server stopped with a request in flight"
+    );
+    signal(&server, "INT");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let status = loop {
+        if let Some(status) = server.0.try_wait().expect("look") {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "still running 5 s after the second signal, its request held"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(status.code(), Some(130), "{status}");
+    sqlx::query("ROLLBACK")
+        .execute(&mut other)
+        .await
+        .expect("let go");
 }
 
 #[test]
