@@ -183,7 +183,8 @@ macro_rules! say {
 fn say_line(level: &str, message: &str) {
     let line = if *JSON_LOGS.get().unwrap_or(&false) {
         serde_json::json!({
-            "timestamp": chrono::Utc::now().to_rfc3339(),
+            // As the log's own lines write it.
+            "timestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
             "level": level,
             "fields": { "message": message },
             "target": "practice_api",
@@ -199,7 +200,9 @@ fn say_line(level: &str, message: &str) {
 /// than stopping the command with a panic, as `eprintln!` would.
 fn to_stderr(line: &str) {
     use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
+    let _ = std::io::stderr()
+        .lock()
+        .write_all(format!("{line}\n").as_bytes());
 }
 
 /// `println!` for what scripts read (ids, secrets, lists, the schema), returning from the
@@ -267,16 +270,20 @@ unsafe fn tune_allocator() {
 /// Forgets every `PRACTICE_*` variable set to blanks only, so that it counts as unset and its
 /// default holds, as a deployment's template that leaves a variable empty means: clap would
 /// take the empty text as the value, and refuse it (`PRACTICE_METRICS_LISTEN=` would stop
-/// `serve`, though unset it means "not served").
+/// `serve`, though unset it means "not served"). Not the database's URL nor the password:
+/// blank, they are a secret that did not come (a template's missing value), and the command
+/// says so rather than going on with a new `practice.db` of its own.
 ///
 /// # Safety
 ///
 /// No other thread may be running: the environment is read without a lock elsewhere (by C
 /// code such as getaddrinfo), which a change beside it could meet half-made.
 unsafe fn forget_blank_settings() {
+    const KEPT_WHEN_BLANK: &[&str] = &["PRACTICE_DATABASE_URL", "PRACTICE_PASSWORD"];
     let blank: Vec<std::ffi::OsString> = std::env::vars_os()
         .filter(|(key, value)| {
-            key.to_str().is_some_and(|k| k.starts_with("PRACTICE_"))
+            key.to_str()
+                .is_some_and(|k| k.starts_with("PRACTICE_") && !KEPT_WHEN_BLANK.contains(&k))
                 && value.to_str().is_some_and(|v| v.trim().is_empty())
         })
         .map(|(key, _)| key)
@@ -319,8 +326,12 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(message) if *JSON_LOGS.get().unwrap_or(&false) => {
+            say_line("ERROR", &message);
+            ExitCode::FAILURE
+        }
         Err(message) => {
-            say_line("ERROR", &format!("error: {message}"));
+            to_stderr(&format!("error: {message}"));
             ExitCode::FAILURE
         }
     }
@@ -575,10 +586,13 @@ async fn command(command: Command, store: &Store) -> Result<(), String> {
                 summary.labels,
                 summary.bookings
             );
-            for (email, role) in summary.staff {
+            for (email, role) in &summary.staff {
                 say!("  {email} ({role})");
             }
-            out!("{}", summary.password);
+            // A password is nobody's without staff (their emails taken, once in millions).
+            if !summary.staff.is_empty() {
+                out!("{}", summary.password);
+            }
             Ok(())
         }
     }
@@ -714,9 +728,11 @@ async fn serve(store: store::Store, config: ServeConfig) -> Result<(), String> {
         Err(e) => say!("could not make the first-admin link: {e}"),
     }
     let state = AppState::new(store, &config);
-    http::serve(listener, metrics, state, shutdown_signal())
-        .await
-        .map_err(|e| format!("server error: {e}"))?;
+    let served = http::serve(listener, metrics, state, shutdown_signal()).await;
+    if let Some(watch) = SECOND_SIGNAL.get() {
+        watch.abort();
+    }
+    served.map_err(|e| format!("server error: {e}"))?;
     say!("practice-api stopped");
     Ok(())
 }
@@ -727,12 +743,16 @@ async fn serve(store: store::Store, config: ServeConfig) -> Result<(), String> {
 /// PRACTICE_REQUEST_TIMEOUT): as after a crash, what was not committed is not there.
 async fn shutdown_signal() {
     signalled().await;
-    tokio::spawn(async {
+    let watch = tokio::spawn(async {
         signalled().await;
-        say!("stopped at once: a second signal, with requests in flight");
+        say!("stopped at once: a second signal, with requests or webhook attempts in flight");
         std::process::exit(130);
     });
+    let _ = SECOND_SIGNAL.set(watch.abort_handle());
 }
+
+/// The watch for a second signal, armed by the first, and let go once the server has stopped.
+static SECOND_SIGNAL: std::sync::OnceLock<tokio::task::AbortHandle> = std::sync::OnceLock::new();
 
 /// SIGTERM or SIGINT (Ctrl-C).
 async fn signalled() {

@@ -25,8 +25,13 @@ pub struct EventSettings {
     pub delivery: webhooks::DeliverySettings,
 }
 
-/// Starts the webhook worker and the retention sweep over `store`, woken by `hub`.
-pub fn start_background(store: &Store, hub: &Hub, settings: &EventSettings) {
-    webhooks::start(store.clone(), hub.clone(), settings.delivery.clone());
+/// Starts the webhook worker and the retention sweep over `store`, woken by `hub`; the worker
+/// is returned, to be stopped with the server.
+pub fn start_background(
+    store: &Store,
+    hub: &Hub,
+    settings: &EventSettings,
+) -> webhooks::Deliveries {
     retention::start(store.clone(), settings.retention);
+    webhooks::start(store.clone(), hub.clone(), settings.delivery.clone())
 }

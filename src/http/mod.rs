@@ -300,7 +300,11 @@ pub async fn serve(
     }
     // Ends with the server, when the last state holding the pipeline is gone.
     state.pipeline.forget_idle_callers();
-    crate::events::start_background(state.pipeline.store(), state.pipeline.hub(), &state.events);
+    let deliveries = crate::events::start_background(
+        state.pipeline.store(),
+        state.pipeline.hub(),
+        &state.events,
+    );
     let store = state.pipeline.store().clone();
     let sweeper = tokio::spawn(async move {
         let mut every = tokio::time::interval(SWEEP_EVERY);
@@ -312,5 +316,7 @@ pub async fn serve(
     let limits = state.connections.clone();
     server::run(listener, router(state), limits, shutdown).await;
     sweeper.abort();
+    // Then the webhook attempts under way, as the requests in flight were.
+    deliveries.finish().await;
     Ok(())
 }

@@ -617,19 +617,18 @@ impl Session {
         // before the one stopped made and the rest not. The task holds the connection's place,
         // so that a server told to stop waits for it as for a request in flight. Its time
         // limit still stops it. A query is dropped with its client.
-        let outcome: BoxFuture<'static, Result<Executed, Rejection>> = if kind
-            == OperationKind::Mutation
-        {
-            let place = self.start.ticket.clone();
-            let task = tokio::spawn(
+        let outcome: BoxFuture<'static, Result<Executed, Rejection>> =
+            if kind == OperationKind::Mutation {
+                let place = self.start.ticket.clone();
+                let task = tokio::spawn(
+                    async move {
+                        let _place = place;
+                        run.await
+                    }
+                    .in_current_span(),
+                );
                 async move {
-                    let _place = place;
-                    run.await
-                }
-                .in_current_span(),
-            );
-            async move {
-                task.await.unwrap_or_else(|failed| {
+                    task.await.unwrap_or_else(|failed| {
                     tracing::error!(error = %failed, "a mutation's task over a websocket failed");
                     Err(Rejection::new(
                         Stop::Unavailable,
@@ -637,11 +636,11 @@ impl Session {
                         "Internal server error",
                     ))
                 })
-            }
-            .boxed()
-        } else {
-            run.boxed()
-        };
+                }
+                .boxed()
+            } else {
+                run.boxed()
+            };
         let single = futures_util::stream::once(async move {
             let executed = outcome.await;
             let outs = match executed {

@@ -288,19 +288,18 @@ const PG_DUMP: &str = "a PostgreSQL database is backed up with its own tool: pg_
 pub fn backup_source(url: &str) -> StoreResult<()> {
     match Engine::from_url(url)? {
         Engine::Postgres => Err(StoreError::Config(PG_DUMP.into())),
-        Engine::Sqlite => {
-            let rest = url.trim_start_matches("sqlite:");
-            let rest = rest.strip_prefix("//").unwrap_or(rest);
-            let path = rest.split('?').next().unwrap_or(rest);
-            if path.is_empty() || path == ":memory:" || std::path::Path::new(path).is_file() {
-                Ok(())
-            } else {
-                Err(StoreError::Config(format!(
-                    "there is no SQLite database at {path:?}: give the --database (or \
-                     PRACTICE_DATABASE_URL) of the one to back up"
-                )))
-            }
-        }
+        // The file as sqlx reads the URL (percent-decoded, its query left out).
+        Engine::Sqlite => match sqlite_file(url)? {
+            Some(path) if path.is_file() => Ok(()),
+            Some(path) => Err(StoreError::Config(format!(
+                "there is no SQLite database at {:?}: give the --database (or \
+                 PRACTICE_DATABASE_URL) of the one to back up",
+                path.display().to_string()
+            ))),
+            None => Err(StoreError::Config(
+                "a database in memory is gone with its process: there is nothing to back up".into(),
+            )),
+        },
     }
 }
 

@@ -653,6 +653,8 @@ fn a_reader_that_goes_away_ends_the_output_not_the_command() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
+    // More than a pipe holds (64 KiB on Linux): the writer meets the closed pipe.
+    assert!(include_str!("../../schema.graphql").len() > 64 * 1024);
     let mut out = child.stdout.take().expect("stdout");
     let mut start = [0u8; 16];
     out.read_exact(&mut start).expect("the schema's start");
@@ -675,6 +677,15 @@ fn a_setting_left_blank_in_the_environment_is_its_default() {
         .output()
         .expect("run");
     assert!(output.status.success(), "{}", stderr(&output));
+    // But a database URL left blank is a secret that did not come: refused, not the default.
+    let cli = Cli::new();
+    let output = cli
+        .command(&["migrate"])
+        .env("PRACTICE_DATABASE_URL", "")
+        .output()
+        .expect("run");
+    assert!(!output.status.success(), "{}", stderr(&output));
+    assert!(!cli.dir.path().join("practice.db").exists());
 }
 
 /// `backup` of a database that is not there is refused, without making it: a mistyped name
@@ -693,6 +704,9 @@ fn a_backup_of_a_database_that_is_not_there_is_refused() {
     assert!(!output.status.success(), "{}", stderr(&output));
     let err = stderr(&output);
     assert!(err.contains("no SQLite database at \"typo.db\""), "{err}");
+    // Nor one in memory, gone with its process.
+    let output = cli.run(&["--database", "sqlite::memory:", "backup", "--to", "copy.db"]);
+    assert!(!output.status.success(), "{}", stderr(&output));
     assert!(!cli.dir.path().join("typo.db").exists(), "made: {err}");
     assert!(!cli.dir.path().join("copy.db").exists(), "copied: {err}");
     let output = cli.run(&[
@@ -1110,7 +1124,7 @@ async fn a_request_in_flight_is_answered_before_the_server_stops(#[case] engine:
 #[tokio::test]
 async fn a_second_signal_stops_the_server_at_once(#[case] engine: Engine) {
     let cli = cli!(engine);
-    let (mut server, mut other, _writing) = a_request_held_in_flight(&cli, engine).await;
+    let (mut server, mut other, writing) = a_request_held_in_flight(&cli, engine).await;
     signal(&server, "TERM");
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert!(
@@ -1130,10 +1144,94 @@ async fn a_second_signal_stops_the_server_at_once(#[case] engine: Engine) {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     };
     assert_eq!(status.code(), Some(130), "{status}");
+    // Its request got no answer: the server was stopped under it.
+    assert!(
+        writing.await.is_err(),
+        "an answer from a server stopped at once"
+    );
     sqlx::query("ROLLBACK")
         .execute(&mut other)
         .await
         .expect("let go");
+}
+
+/// A webhook attempt under way when the server is told to stop ends, and is recorded, before
+/// the server exits: its delivery is `delivered`, not left claimed until its lease runs out
+/// (and sent again after). The receiver answers a second and a half after it is sent to.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_webhook_attempt_under_way_ends_before_the_server_stops(#[case] engine: Engine) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let cli = cli!(engine);
+    let token = last_line(&cli.run(&["token", "create", "--name", "t", "--permission", "*"]));
+    let receiver = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let receiver_url = format!("http://{}/in", receiver.local_addr().expect("address"));
+    let (sent_to, mut attempts) = tokio::sync::mpsc::channel(4);
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = receiver.accept().await {
+            let sent_to = sent_to.clone();
+            tokio::spawn(async move {
+                let mut request = vec![0u8; 16 * 1024];
+                let _ = socket.read(&mut request).await;
+                let _ = sent_to.send(()).await;
+                tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+                let _ = socket
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                    .await;
+            });
+        }
+    });
+    let (server, url) = start_server_with(&cli, &[("PRACTICE_WEBHOOK_ALLOW_PRIVATE", "true")]);
+    let mut server = Stopped(server);
+    let client = reqwest::Client::new();
+    let made = post(
+        &client,
+        &url,
+        &token,
+        "mutation($u: String!) { createWebhook(input: { url: $u, eventTypes: [\"label.created\"], label: \"CRM\" }) { data { id } error } }",
+        serde_json::json!({ "u": receiver_url }),
+    )
+    .await;
+    let hook = made["data"]["createWebhook"]["data"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{made}"))
+        .to_string();
+    post(
+        &client,
+        &url,
+        &token,
+        "mutation { createLabel(title: \"Sent\", color: \"#f59e0b\") { data { id } error } }",
+        serde_json::json!({}),
+    )
+    .await;
+    tokio::time::timeout(std::time::Duration::from_secs(10), attempts.recv())
+        .await
+        .expect("an attempt in time");
+    signal(&server, "TERM");
+    let status = tokio::task::spawn_blocking(move || {
+        let status = server.0.wait().expect("wait");
+        drop(server);
+        status
+    })
+    .await
+    .expect("the server's end");
+    assert!(status.success(), "stopped: {status}");
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(&cli.database_url())
+        .await
+        .expect("connect");
+    let (delivered,): (String,) =
+        sqlx::query_as("SELECT status FROM webhook_deliveries WHERE subscription_id = $1")
+            .bind(&hook)
+            .fetch_one(&pool)
+            .await
+            .expect("the delivery");
+    pool.close().await;
+    assert_eq!(delivered, "delivered");
 }
 
 #[test]

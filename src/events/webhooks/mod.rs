@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, watch};
 
 use super::hub::Hub;
 use crate::store::webhooks::{Claimed, Header, Outcome, old_secrets_at};
@@ -34,6 +34,9 @@ const CONCURRENCY: usize = 16;
 const PER_SUBSCRIPTION: u32 = 8;
 /// A subscription that has failed every attempt for this long is paused.
 pub const GIVE_UP_AFTER: Duration = Duration::from_secs(5 * 24 * 3600);
+/// How long past a receiver's [`TIMEOUT`] a server that stops waits for its attempts in
+/// flight to be recorded.
+const FINISH_MARGIN: Duration = Duration::from_secs(5);
 /// Shortest time between two looks for deliveries due.
 const LOOK_EVERY: Duration = Duration::from_millis(50);
 /// Webhook attempts made, by outcome (`delivered`, `failed`, `gone`), for `/metrics`.
@@ -86,13 +89,19 @@ pub fn parse_schedule(text: &str) -> Result<Vec<Duration>, String> {
     Ok(delays)
 }
 
-/// Starts the delivery worker; it runs as long as the runtime.
-pub fn start(store: Store, hub: Hub, settings: DeliverySettings) {
+/// Starts the delivery worker; it runs until [`Deliveries::finish`], or as long as the runtime.
+pub fn start(store: Store, hub: Hub, settings: DeliverySettings) -> Deliveries {
+    let slots = Arc::new(Semaphore::new(CONCURRENCY));
+    let (stop, stopped) = watch::channel(false);
+    let deliveries = Deliveries {
+        stop,
+        slots: slots.clone(),
+    };
     let client = match client(settings.allow_private) {
         Ok(client) => client,
         Err(error) => {
             tracing::error!(%error, "webhooks are not delivered: no HTTP client");
-            return;
+            return deliveries;
         }
     };
     let worker = Worker {
@@ -100,9 +109,32 @@ pub fn start(store: Store, hub: Hub, settings: DeliverySettings) {
         hub,
         client,
         settings: Arc::new(settings),
-        slots: Arc::new(Semaphore::new(CONCURRENCY)),
+        slots,
     };
-    tokio::spawn(worker.run());
+    tokio::spawn(worker.run(stopped));
+    deliveries
+}
+
+/// The delivery worker, to be stopped with the server.
+pub struct Deliveries {
+    stop: watch::Sender<bool>,
+    slots: Arc<Semaphore>,
+}
+
+impl Deliveries {
+    /// Claims no more deliveries, and waits for the attempts in flight to end and be recorded,
+    /// for at most a receiver's [`TIMEOUT`] and a little: a server that stops does not cut an
+    /// attempt half-way, which would leave its delivery claimed until its lease ran out (a
+    /// minute before another instance, or this one started again, may send it) and its
+    /// receiver, perhaps, with an event it will be sent again.
+    pub async fn finish(self) {
+        let _ = self.stop.send(true);
+        let all = u32::try_from(CONCURRENCY).unwrap_or(u32::MAX);
+        let ended = tokio::time::timeout(TIMEOUT + FINISH_MARGIN, self.slots.acquire_many(all));
+        if ended.await.is_err() {
+            tracing::warn!("webhook attempts still under way as the server stops: cut off");
+        }
+    }
 }
 
 /// The client that delivers: no redirect, no proxy, a time limit, public addresses only
@@ -128,9 +160,12 @@ struct Worker {
 }
 
 impl Worker {
-    async fn run(self) {
+    async fn run(self, mut stopped: watch::Receiver<bool>) {
         let woken = self.hub.wake_up();
         loop {
+            if *stopped.borrow() {
+                return;
+            }
             // Woken when the log has new events (and so, perhaps, deliveries), when an attempt
             // ends, or when the next delivery is due. A look at when the next one is due is a
             // read; only a delivery due now is worth a write to claim it.
@@ -142,6 +177,7 @@ impl Worker {
             tokio::select! {
                 () = notified => {}
                 () = tokio::time::sleep(wait.max(LOOK_EVERY)) => {}
+                _ = stopped.changed() => return,
             }
             // A busy instance wakes the worker at every commit: one look serves them all.
             tokio::time::sleep(LOOK_EVERY).await;
