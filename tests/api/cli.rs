@@ -1027,10 +1027,11 @@ async fn a_server_stopped_leaves_no_journal_of_reads_behind() {
     assert_eq!(reads, 2, "{trail}");
 }
 
-/// A server with a request in flight: a write held up by a lock another connection holds (on
-/// the labels on PostgreSQL, on the file on SQLite), until the connection returned rolls back;
-/// the request's answer comes through the task.
-async fn a_request_held_in_flight(
+/// A server told to stop (SIGTERM) with a request in flight, once it has been seen to wait for
+/// it rather than stop: a write held up by a lock another connection holds (on the labels on
+/// PostgreSQL, on the file on SQLite), until the connection returned rolls back; the request's
+/// answer comes through the task.
+async fn stopping_with_a_request_in_flight(
     cli: &Cli,
     engine: Engine,
 ) -> (
@@ -1075,7 +1076,15 @@ async fn a_request_held_in_flight(
     if engine == Engine::Postgres {
         crate::helpers::waits_on_a_lock(&cli.database_url()).await;
     }
-    (Stopped(server), other, writing)
+    let mut server = Stopped(server);
+    signal(&server, "TERM");
+    // It waits for the request rather than stopping.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(
+        server.0.try_wait().expect("look").is_none(),
+        "the server stopped with a request in flight"
+    );
+    (server, other, writing)
 }
 
 /// Sends `signal` (TERM, INT) to the server.
@@ -1095,14 +1104,7 @@ fn signal(server: &Stopped, signal: &str) {
 #[tokio::test]
 async fn a_request_in_flight_is_answered_before_the_server_stops(#[case] engine: Engine) {
     let cli = cli!(engine);
-    let (mut server, mut other, writing) = a_request_held_in_flight(&cli, engine).await;
-    signal(&server, "TERM");
-    // It waits for the request rather than stopping.
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    assert!(
-        server.0.try_wait().expect("look").is_none(),
-        "the server stopped with a request in flight"
-    );
+    let (mut server, mut other, writing) = stopping_with_a_request_in_flight(&cli, engine).await;
     sqlx::query("ROLLBACK")
         .execute(&mut other)
         .await
@@ -1124,13 +1126,7 @@ async fn a_request_in_flight_is_answered_before_the_server_stops(#[case] engine:
 #[tokio::test]
 async fn a_second_signal_stops_the_server_at_once(#[case] engine: Engine) {
     let cli = cli!(engine);
-    let (mut server, mut other, writing) = a_request_held_in_flight(&cli, engine).await;
-    signal(&server, "TERM");
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    assert!(
-        server.0.try_wait().expect("look").is_none(),
-        "the server stopped with a request in flight"
-    );
+    let (mut server, mut other, writing) = stopping_with_a_request_in_flight(&cli, engine).await;
     signal(&server, "INT");
     let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
     let status = loop {
