@@ -373,9 +373,15 @@ async fn run(cli: Cli) -> Result<(), String> {
         // Of a database that is there: opening a mistyped file would make it, empty.
         store::backup_source(url).map_err(|e| e.to_string())?;
     }
-    let store = Store::open(url, &cli.database.pool())
-        .await
-        .map_err(|e| format!("{} ({})", e, redact_url(url)))?;
+    let store = Store::open(url, &cli.database.pool()).await.map_err(|e| {
+        // The URL named once: some errors name it already.
+        let (message, shown) = (e.to_string(), redact_url(url));
+        if message.contains(&shown) {
+            message
+        } else {
+            format!("{message} ({shown})")
+        }
+    })?;
     let result = command(cli.command, &store).await;
     store.close().await;
     result

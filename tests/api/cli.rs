@@ -445,6 +445,14 @@ fn bad_arguments_exit_non_zero_with_one_line() {
             "{args:?}: one line, got {err}"
         );
     }
+    // The URL named once in its error.
+    let output = cli.run(&["--database", "notaurl", "migrate"]);
+    assert_eq!(
+        stderr(&output).matches("notaurl").count(),
+        1,
+        "{}",
+        stderr(&output)
+    );
     // A log format that is neither text nor json.
     let output = cli
         .command(&["migrate"])
