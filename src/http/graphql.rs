@@ -21,12 +21,14 @@ use axum::http::request::Parts;
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use serde_json::Value;
+use tracing::Instrument;
 
 use super::AppState;
 use super::admit::{Admitted, Seen, admit, client_address};
 use super::idempotency::{self, Outcome};
 use super::prometheus;
 use super::reply::{MediaType, Reply};
+use super::server::Ticket;
 use crate::auth::{OperationKind, Principal};
 use crate::graphql::error::code;
 use crate::graphql::pipeline::{Caller, Prepared, Rejection, Stop};
@@ -57,11 +59,18 @@ pub async fn handle(State(app): State<AppState>, request: Request) -> Response {
         return Reply::rejected(MediaType::Json, &rejection).into_response(None);
     };
     // The time limit covers everything, a slow client's trickling body included. Stopping
-    // drops the stage in progress, which rolls back the transaction it was in.
+    // drops the stage in progress, which rolls back the transaction it was in. A client that
+    // goes away drops this too, but for a mutation, run in a task of its own to the same
+    // deadline (see `run_to_its_end`).
     let started = Instant::now();
     let limit = app.request_timeout;
+    let deadline = tokio::time::Instant::now() + limit;
     let mut seen = Seen::default();
-    let answered = tokio::time::timeout(limit, answer(&app, media, &parts, body, &mut seen)).await;
+    let answered = tokio::time::timeout_at(
+        deadline,
+        answer(&app, media, &parts, body, &mut seen, deadline),
+    )
+    .await;
     let (reply, outcome) = match answered {
         Ok(Ok(reply)) => {
             let outcome = if reply.body.get("errors").is_some() {
@@ -92,6 +101,7 @@ async fn answer(
     parts: &Parts,
     body: Body,
     seen: &mut Seen,
+    deadline: tokio::time::Instant,
 ) -> Result<Reply, Rejection> {
     let Admitted {
         prepared,
@@ -112,6 +122,10 @@ async fn answer(
             let principal = principal.clone();
             run_once(app, media, prepared, caller, &principal, key, hash).await
         }
+        _ if prepared.kind() == OperationKind::Mutation => {
+            let place = parts.extensions.get::<Ticket>().cloned();
+            run_to_its_end(app, media, prepared, caller, deadline, place).await
+        }
         _ => run(app, media, prepared, caller).await,
     }
 }
@@ -124,6 +138,41 @@ async fn run(
     caller: Caller,
 ) -> Result<Reply, Rejection> {
     let executed = app.pipeline.execute(prepared, caller).await?;
+    Ok(Reply::executed(media, executed))
+}
+
+/// Executes a mutation in a task of its own: a client that goes away before the answer does
+/// not stop it half-way, with the root fields before the one stopped made and the rest not
+/// (as a websocket's mutation, and a keyed one, run). Its time limit still stops it, at the
+/// request's own deadline. The task holds the connection's place, so that a server told to
+/// stop waits for it as for any request in flight.
+async fn run_to_its_end(
+    app: &AppState,
+    media: MediaType,
+    prepared: Prepared,
+    caller: Caller,
+    deadline: tokio::time::Instant,
+    place: Option<Ticket>,
+) -> Result<Reply, Rejection> {
+    let pipeline = app.pipeline.clone();
+    let limit = app.request_timeout;
+    let task = tokio::spawn(
+        async move {
+            let _place = place;
+            tokio::time::timeout_at(deadline, pipeline.execute(prepared, caller))
+                .await
+                .unwrap_or_else(|_| Err(Rejection::timed_out(limit, Some(OperationKind::Mutation))))
+        }
+        .in_current_span(),
+    );
+    let executed = task.await.unwrap_or_else(|failed| {
+        tracing::error!(error = %failed, "a mutation's task failed");
+        Err(Rejection::new(
+            Stop::Unavailable,
+            code::INTERNAL_SERVER_ERROR,
+            "Internal server error",
+        ))
+    })?;
     Ok(Reply::executed(media, executed))
 }
 

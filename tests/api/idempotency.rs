@@ -217,6 +217,45 @@ async fn a_request_taken_over_by_its_retry_does_not_write_as_well(#[case] engine
     assert_eq!(again.body, retried);
 }
 
+/// A mutation sent without a key runs to its end when its client goes away before the
+/// answer, as one over a websocket does, rather than being stopped where it stands: here the
+/// client gives up after 700 ms, while the write waits for a lock held beside the server.
+#[rstest]
+#[case::sqlite(Engine::Sqlite)]
+#[case::postgres(Engine::Postgres)]
+#[tokio::test]
+async fn a_mutation_runs_to_its_end_when_its_client_goes_away(#[case] engine: Engine) {
+    use std::time::{Duration, Instant};
+    let app = spawn!(engine);
+    let mut other = crate::helpers::hold_writes(&app.database_url, engine, "patients").await;
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(700))
+        .build()
+        .expect("a client");
+    let body =
+        json!({ "query": CREATE, "variables": { "d": { "first": "Gone", "last": "Away" } } });
+    let sent = impatient
+        .post(&app.url)
+        .header("x-token", &app.admin_token)
+        .json(&body)
+        .send()
+        .await;
+    assert!(sent.is_err(), "the client gave up: {sent:?}");
+    sqlx::query("ROLLBACK")
+        .execute(&mut other)
+        .await
+        .expect("let go");
+    let until = Instant::now() + Duration::from_secs(10);
+    while patient_count(&app).await == 0 {
+        assert!(
+            Instant::now() < until,
+            "the mutation was stopped when its client went away"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(patient_count(&app).await, 1);
+}
+
 #[rstest]
 #[case::sqlite(Engine::Sqlite)]
 #[case::postgres(Engine::Postgres)]
