@@ -31,7 +31,7 @@ use super::reply::{MediaType, Reply};
 use super::server::Ticket;
 use crate::auth::{OperationKind, Principal};
 use crate::graphql::error::code;
-use crate::graphql::pipeline::{Caller, Prepared, Rejection, Stop};
+use crate::graphql::pipeline::{Caller, Executed, Pipeline, Prepared, Rejection, Stop};
 use crate::store::audit::Read;
 
 /// `GET` and `POST /graphql`.
@@ -143,9 +143,7 @@ async fn run(
 
 /// Executes a mutation in a task of its own: a client that goes away before the answer does
 /// not stop it half-way, with the root fields before the one stopped made and the rest not
-/// (as a websocket's mutation, and a keyed one, run). Its time limit still stops it, at the
-/// request's own deadline. The task holds the connection's place, so that a server told to
-/// stop waits for it as for any request in flight.
+/// (as a keyed one runs).
 async fn run_to_its_end(
     app: &AppState,
     media: MediaType,
@@ -154,8 +152,29 @@ async fn run_to_its_end(
     deadline: tokio::time::Instant,
     place: Option<Ticket>,
 ) -> Result<Reply, Rejection> {
-    let pipeline = app.pipeline.clone();
-    let limit = app.request_timeout;
+    let executed = mutation_to_its_end(
+        app.pipeline.clone(),
+        prepared,
+        caller,
+        (deadline, app.request_timeout),
+        place,
+    )
+    .await?;
+    Ok(Reply::executed(media, executed))
+}
+
+/// Starts a mutation in a task of its own, now, and returns its outcome, to be awaited or
+/// not: over HTTP and over a websocket, a client that goes away, or a websocket's `complete`,
+/// does not stop it. Its time limit (`deadline`, of a request `limit` long) still does. The
+/// task holds the connection's place, so that a server told to stop waits for it as for any
+/// request in flight.
+pub(super) fn mutation_to_its_end(
+    pipeline: Pipeline,
+    prepared: Prepared,
+    caller: Caller,
+    (deadline, limit): (tokio::time::Instant, std::time::Duration),
+    place: Option<Ticket>,
+) -> impl Future<Output = Result<Executed, Rejection>> + Send + 'static {
     let task = tokio::spawn(
         async move {
             let _place = place;
@@ -165,15 +184,17 @@ async fn run_to_its_end(
         }
         .in_current_span(),
     );
-    let executed = task.await.unwrap_or_else(|failed| {
-        tracing::error!(error = %failed, "a mutation's task failed");
-        Err(Rejection::new(
-            Stop::Unavailable,
-            code::INTERNAL_SERVER_ERROR,
-            "Internal server error",
-        ))
-    })?;
-    Ok(Reply::executed(media, executed))
+    async move { task.await.unwrap_or_else(task_failed) }
+}
+
+/// What a request whose task failed (it panicked) is answered; the log says why.
+fn task_failed<T>(failed: tokio::task::JoinError) -> Result<T, Rejection> {
+    tracing::error!(error = %failed, "a mutation's task failed");
+    Err(Rejection::new(
+        Stop::Unavailable,
+        code::INTERNAL_SERVER_ERROR,
+        "Internal server error",
+    ))
 }
 
 /// Executes a mutation sent with an Idempotency-Key once: a retry gets the first response,
@@ -238,14 +259,7 @@ async fn run_once(
         let executed = app.pipeline.deliver(ran).await?;
         Ok(Reply::executed(media, executed))
     });
-    task.await.unwrap_or_else(|failed| {
-        tracing::error!(error = %failed, "an idempotent mutation's task failed");
-        Err(Rejection::new(
-            Stop::Unavailable,
-            code::INTERNAL_SERVER_ERROR,
-            "Internal server error",
-        ))
-    })
+    task.await.unwrap_or_else(task_failed)
 }
 
 /// The first response to a key, sent again, in the media type the retry asks for: only a

@@ -42,13 +42,11 @@ use futures_util::stream::{AbortHandle, BoxStream, SelectAll};
 use futures_util::{FutureExt, SinkExt, StreamExt};
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
-use tracing::Instrument;
 
 use super::reply::{MediaType, Reply};
 use super::server::Ticket;
 use super::{AppState, prometheus};
 use crate::auth::{OperationKind, Principal};
-use crate::graphql::error::code;
 use crate::graphql::events::{Connection, Cut};
 use crate::graphql::pipeline::{Caller, Executed, Params, Rejection, Stop};
 use crate::store::now_ms;
@@ -603,43 +601,31 @@ impl Session {
             };
             return Ok(Ok((subscription_messages(id, stream), true)));
         }
-        // A query or mutation: one result, then complete.
+        // A query or mutation: one result, then complete. A mutation starts here, as its
+        // `subscribe` is read, in a task of its own: the client's `complete`, or the
+        // connection's end, whenever they come, withhold its result, as the protocol says, and
+        // do not stop it half-way. A query is dropped with its client.
         let limit = self.start.app.request_timeout;
         let kind = prepared.kind();
-        let run = async move {
-            tokio::time::timeout(limit, pipeline.execute(prepared, caller))
-                .await
-                .unwrap_or_else(|_| Err(Rejection::timed_out(limit, Some(kind))))
-        };
-        // A mutation runs to its end in a task of its own, started here, as its `subscribe` is
-        // read: the client's `complete`, or the connection's end, whenever they come, withhold
-        // its result, as the protocol says, and do not stop it half-way, with the root fields
-        // before the one stopped made and the rest not. The task holds the connection's place,
-        // so that a server told to stop waits for it as for a request in flight. Its time
-        // limit still stops it. A query is dropped with its client.
         let outcome: BoxFuture<'static, Result<Executed, Rejection>> =
             if kind == OperationKind::Mutation {
+                let deadline = tokio::time::Instant::now() + limit;
                 let place = self.start.ticket.clone();
-                let task = tokio::spawn(
-                    async move {
-                        let _place = place;
-                        run.await
-                    }
-                    .in_current_span(),
-                );
-                async move {
-                    task.await.unwrap_or_else(|failed| {
-                    tracing::error!(error = %failed, "a mutation's task over a websocket failed");
-                    Err(Rejection::new(
-                        Stop::Unavailable,
-                        code::INTERNAL_SERVER_ERROR,
-                        "Internal server error",
-                    ))
-                })
-                }
+                super::graphql::mutation_to_its_end(
+                    pipeline,
+                    prepared,
+                    caller,
+                    (deadline, limit),
+                    place,
+                )
                 .boxed()
             } else {
-                run.boxed()
+                async move {
+                    tokio::time::timeout(limit, pipeline.execute(prepared, caller))
+                        .await
+                        .unwrap_or_else(|_| Err(Rejection::timed_out(limit, Some(kind))))
+                }
+                .boxed()
             };
         let single = futures_util::stream::once(async move {
             let executed = outcome.await;
